@@ -1,0 +1,15 @@
+"""Engine configuration: one dataclass; the CLI and the server derive their options from it."""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model: str | None = None  # None = the embedded SmolLM2-135M-Instruct; or a hub id, folder or .gguf
+    device: str = "auto"  # auto: cuda, then mps, then cpu
+    dtype: str = "auto"  # auto: bfloat16 on cuda, float32 elsewhere
+    served_model_name: str | None = None  # the name clients use; default: derived from `model`
+    max_n: int = 128  # the largest n one request may ask for
+    max_queue: int = 64  # requests waiting or running at once before new ones are refused (429)
+    max_active: int = 8  # requests decoded side by side (round robin, one step each)
+    kv_budget_gb: float | None = None  # memory for one request's KV cache; None: from free memory
+    max_context: int | None = None  # cap on the model's context window

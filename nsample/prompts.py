@@ -1,0 +1,60 @@
+"""Turning a prompt (text, chat messages or token ids) into token ids."""
+from nsample.errors import InvalidRequest
+
+ROLES = ("system", "developer", "user", "assistant")
+
+
+def message_text(content, index: int) -> str:
+    """A message's content as text: a string, or a list of {"type": "text", "text": ...} parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content:
+        texts = []
+        for part in content:
+            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                raise InvalidRequest(f"messages[{index}].content: only text parts are supported.",
+                                     param=f"messages.[{index}].content", code="invalid_value")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise InvalidRequest(f"messages[{index}].content must be a string or a list of text parts.",
+                         param=f"messages.[{index}].content", code="invalid_type")
+
+
+def normalize_messages(messages) -> list[dict]:
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("'messages' must be a non-empty list.", param="messages", code="invalid_value")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ROLES:
+            raise InvalidRequest(f"messages[{i}].role must be one of {', '.join(ROLES)}.",
+                                 param=f"messages.[{i}].role", code="invalid_value")
+        role = "system" if m["role"] == "developer" else m["role"]
+        out.append({"role": role, "content": message_text(m.get("content"), i)})
+    return out
+
+
+def prompt_ids(tokenizer, prompt, vocab_size: int) -> list[int]:
+    """Token ids for a string (no special tokens added), chat messages (chat template) or token ids."""
+    if isinstance(prompt, str):
+        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if not ids and tokenizer.bos_token_id is not None:  # an empty text prompt starts from BOS
+            ids = [tokenizer.bos_token_id]
+    elif isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt):
+        if not tokenizer.chat_template:
+            raise InvalidRequest("This model has no chat template; use a text prompt.", param="messages",
+                                 code="invalid_value")
+        ids = tokenizer.apply_chat_template(normalize_messages(prompt), add_generation_prompt=True,
+                                            tokenize=True)["input_ids"]
+    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
+                                                     for t in prompt):
+        bad = [t for t in prompt if not 0 <= t < vocab_size]
+        if bad:
+            raise InvalidRequest(f"Token id {bad[0]} is outside the vocabulary (0..{vocab_size - 1}).",
+                                 param="prompt", code="invalid_value")
+        ids = list(prompt)
+    else:
+        raise InvalidRequest("The prompt must be a string, a list of chat messages or a list of token ids.",
+                             param="prompt", code="invalid_type")
+    if not ids:
+        raise InvalidRequest("The prompt is empty.", param="prompt", code="invalid_value")
+    return ids

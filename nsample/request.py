@@ -1,0 +1,93 @@
+"""A submitted request: the worker fills it step by step; callers iterate it (sync or async) or wait for it."""
+import asyncio
+import queue
+import threading
+import time
+
+from nsample.outputs import Choice, GenerationResult, StreamEvent, Timings, Usage
+from nsample.sampling_params import SamplingParams
+
+_END = object()
+
+
+class Request:
+    def __init__(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int], max_new: int, model: str):
+        self.prompt_ids, self.params, self.seeds, self.max_new = prompt_ids, params, seeds, max_new
+        self.choices = [Choice(index=i, seed=s, logprobs=[] if params.logprobs else None)
+                        for i, s in enumerate(seeds)]
+        self.timings = Timings()
+        self.model = model
+        self.submitted = time.perf_counter()
+        self.cancelled = False
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self._items: queue.SimpleQueue = queue.SimpleQueue()
+        self._wake = None  # set by an async consumer: wakes its event loop
+        self.state = None  # the worker's decode state (rows, KV cache, logits)
+
+    # --- worker side ---------------------------------------------------------------------------------
+    def publish(self, events: list[StreamEvent]) -> None:
+        for ev in events:
+            c = self.choices[ev.index]
+            c.text += ev.text
+            c.token_ids += ev.token_ids
+            if ev.logprobs:
+                c.logprobs += ev.logprobs
+            if ev.finish_reason:
+                c.finish_reason = ev.finish_reason
+        self._put(events)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        self.error = error
+        self.timings.completion_tokens = sum(len(c.token_ids) for c in self.choices)
+        self.done.set()
+        self._put(error if error is not None else _END)
+
+    def _put(self, item) -> None:
+        self._items.put(item)
+        if self._wake is not None:
+            self._wake()
+
+    # --- caller side ---------------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop generating; the worker frees this request's rows at its next step."""
+        if not self.done.is_set():
+            self.cancelled = True
+
+    def __iter__(self):
+        try:
+            while (item := self._items.get()) is not _END:
+                if isinstance(item, BaseException):
+                    raise item
+                yield from item
+        finally:
+            self.cancel()
+
+    async def __aiter__(self):
+        loop, ready = asyncio.get_running_loop(), asyncio.Event()
+        self._wake = lambda: loop.call_soon_threadsafe(ready.set)
+        try:
+            while True:
+                try:
+                    item = self._items.get_nowait()
+                except queue.Empty:
+                    await ready.wait()
+                    ready.clear()
+                    continue
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                for ev in item:
+                    yield ev
+        finally:
+            self.cancel()
+
+    def result(self, timeout: float | None = None) -> GenerationResult:
+        """The whole result; waits for the request to finish."""
+        if not self.done.wait(timeout):
+            raise TimeoutError("generation did not finish in time")
+        if self.error is not None:
+            raise self.error
+        usage = Usage(prompt_tokens=len(self.prompt_ids), completion_tokens=self.timings.completion_tokens)
+        return GenerationResult(self.prompt_ids, self.choices, usage, self.timings, self.model)

@@ -1,0 +1,65 @@
+"""Sampling as small pure functions on tensors. R = rows in the batch, V = vocabulary size.
+
+Order (as in vLLM): penalties -> logit bias -> temperature -> top-k -> top-p -> min-p -> sample.
+Randomness is per row: each row owns a seeded torch.Generator and draws exactly V exponentials per
+step whatever the other rows do, so a row's tokens depend only on its seed (the Gumbel-max /
+exponential-race trick: argmax(p / E) with E ~ Exp(1) is an exact sample from p).
+"""
+import torch
+
+
+def apply_penalties(logits, counts, presence, frequency, repetition):
+    # logits (R, V); counts (R, V) of each row's own generated tokens; presence/frequency/repetition (R,)
+    seen = counts > 0
+    rep = repetition[:, None].expand_as(logits)  # (R, V)
+    logits = torch.where(seen & (logits > 0), logits / rep, logits)
+    logits = torch.where(seen & (logits <= 0), logits * rep, logits)
+    return logits - frequency[:, None] * counts - presence[:, None] * seen.float()
+
+
+def apply_temperature(logits, temperature):
+    # temperature (R,); greedy rows (0) are left alone and decided by argmax later
+    t = torch.where(temperature > 0, temperature, torch.ones_like(temperature))
+    return logits / t[:, None]
+
+
+def apply_top_k(logits, top_k):
+    # top_k (R,) long, 0 = off
+    k = torch.where(top_k > 0, top_k, torch.full_like(top_k, logits.shape[-1])).clamp(max=logits.shape[-1])
+    kth = logits.sort(dim=-1, descending=True).values.gather(-1, (k - 1)[:, None])  # (R, 1)
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def apply_top_p(logits, top_p):
+    # top_p (R,); keeps the smallest set of tokens whose mass reaches top_p, always at least one
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (R, V)
+    probs = sorted_logits.softmax(-1)
+    mass_before = probs.cumsum(-1) - probs  # (R, V) mass of the better tokens
+    drop_sorted = mass_before >= top_p[:, None]
+    drop_sorted[:, 0] = False
+    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def apply_min_p(logits, min_p):
+    # min_p (R,); drops tokens whose probability is below min_p times the best token's
+    probs = logits.softmax(-1)
+    return logits.masked_fill(probs < min_p[:, None] * probs.max(-1, keepdim=True).values, float("-inf"))
+
+
+def sample(logits, temperature, generators):
+    # logits (R, V) after filtering; generators: one per row -> tokens (R,)
+    probs = logits.softmax(-1)
+    q = torch.empty_like(probs)
+    for i, g in enumerate(generators):
+        q[i].exponential_(generator=g)
+    sampled = (probs / q).argmax(-1)
+    return torch.where(temperature > 0, sampled, logits.argmax(-1))
+
+
+def token_logprobs(raw_logits, tokens, top_n: int):
+    # raw_logits (R, V) straight from the model; tokens (R,) -> chosen (R,), top values/ids (R, top_n)
+    logp = raw_logits.float().log_softmax(-1)
+    chosen = logp.gather(-1, tokens[:, None])[:, 0]
+    top = logp.topk(top_n, dim=-1) if top_n else None
+    return chosen, top
