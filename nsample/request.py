@@ -23,6 +23,8 @@ class Request:
         self.error: BaseException | None = None
         self._items: queue.SimpleQueue = queue.SimpleQueue()
         self._wake = None  # set by an async consumer: wakes its event loop
+        self.on_cancel = None  # called once on cancel(), e.g. by a remote engine to close upstream streams
+        self.usage: Usage | None = None  # set by producers that know better (a remote upstream's usage)
         self.state = None  # the worker's decode state (rows, KV cache, logits)
 
     # --- worker side ---------------------------------------------------------------------------------
@@ -51,8 +53,10 @@ class Request:
     # --- caller side ---------------------------------------------------------------------------------
     def cancel(self) -> None:
         """Stop generating; the worker frees this request's rows at its next step."""
-        if not self.done.is_set():
+        if not self.done.is_set() and not self.cancelled:
             self.cancelled = True
+            if self.on_cancel is not None:
+                self.on_cancel()
 
     def __iter__(self):
         try:
@@ -89,5 +93,6 @@ class Request:
             raise TimeoutError("generation did not finish in time")
         if self.error is not None:
             raise self.error
-        usage = Usage(prompt_tokens=len(self.prompt_ids), completion_tokens=self.timings.completion_tokens)
+        usage = self.usage or Usage(prompt_tokens=len(self.prompt_ids),
+                                    completion_tokens=self.timings.completion_tokens)
         return GenerationResult(self.prompt_ids, self.choices, usage, self.timings, self.model)
