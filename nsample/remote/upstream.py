@@ -1,0 +1,102 @@
+"""One OpenAI-compatible upstream: a pooled httpx client, the request bodies nsample sends it, and its answers as chunks."""
+import json
+
+import httpx
+
+from nsample.prompts import normalize_messages
+from nsample.remote.config import RemoteConfig
+from nsample.remote.errors import UpstreamError, from_exception, from_status
+from nsample.sampling_params import SamplingParams
+
+
+def is_chat(prompt) -> bool:
+    return isinstance(prompt, list) and bool(prompt) and all(isinstance(m, dict) for m in prompt)
+
+
+def check_prompt(prompt):
+    """The prompt as the upstream gets it (chat messages normalized); raises InvalidRequest like the local engine."""
+    if is_chat(prompt):
+        return normalize_messages(prompt)
+    if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt)):
+        return prompt
+    from nsample.errors import InvalidRequest
+
+    raise InvalidRequest("The prompt must be a string, a list of chat messages or a list of token ids.",
+                         param="prompt", code="invalid_type")
+
+
+class Upstream:
+    def __init__(self, cfg: RemoteConfig):
+        headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+        self.url, self.model = cfg.url, cfg.model
+        self.client = httpx.AsyncClient(
+            base_url=cfg.url + "/", headers=headers,
+            timeout=httpx.Timeout(cfg.timeout, connect=cfg.connect_timeout),
+            limits=httpx.Limits(max_connections=cfg.max_connections, max_keepalive_connections=cfg.max_connections))
+
+    def body(self, prompt, p: SamplingParams, n: int, seed: int | None, stream: bool) -> tuple[str, dict]:
+        """(path, JSON body) for `n` choices of `prompt`; nsample's extra samplers go out only when they are set."""
+        chat = is_chat(prompt)
+        b = {"model": self.model, ("messages" if chat else "prompt"): prompt, "n": n,
+             "max_tokens": p.max_tokens,  # null = up to the context window (llama-cpp-python's default is 16)
+             "temperature": p.temperature, "top_p": p.top_p, "stream": stream}
+        if seed is not None:
+            b["seed"] = seed
+        if p.stop:
+            b["stop"] = list(p.stop)
+        if p.presence_penalty:
+            b["presence_penalty"] = p.presence_penalty
+        if p.frequency_penalty:
+            b["frequency_penalty"] = p.frequency_penalty
+        if p.logit_bias:
+            b["logit_bias"] = {str(k): v for k, v in p.logit_bias.items()}
+        if p.logprobs:
+            b.update({"logprobs": True, "top_logprobs": p.top_logprobs} if chat else {"logprobs": p.top_logprobs})
+        for name, default in (("top_k", 0), ("min_p", 0.0), ("repetition_penalty", 1.0), ("ignore_eos", False)):
+            if getattr(p, name) != default:  # vLLM / SGLang names; OpenAI itself would refuse them
+                b[name] = getattr(p, name)
+        if stream:
+            b["stream_options"] = {"include_usage": True}
+        return ("chat/completions" if chat else "completions"), b
+
+    async def chunks(self, path: str, body: dict):
+        """The upstream's answer as chunk dicts: each SSE event of a stream, or the whole JSON of a plain answer."""
+        try:
+            async with self.client.stream("POST", path, json=body) as r:
+                if r.status_code >= 400:
+                    raise from_status(self.url, r.status_code, (await r.aread()).decode(errors="replace"))
+                if not r.headers.get("content-type", "").startswith("text/event-stream"):
+                    yield _checked(self.url, json.loads(await r.aread()))
+                    return
+                async for line in r.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        return
+                    yield _checked(self.url, json.loads(data))
+        except Exception as e:  # noqa: BLE001 - every failure becomes an NSampleError (cancellation passes)
+            raise from_exception(self.url, e) from e
+
+    async def get(self, path: str) -> dict:
+        try:
+            r = await self.client.get(path)
+            if r.status_code >= 400:
+                raise from_status(self.url, r.status_code, r.text)
+            return r.json()
+        except Exception as e:  # noqa: BLE001
+            raise from_exception(self.url, e) from e
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _checked(url: str, chunk) -> dict:
+    if not isinstance(chunk, dict):
+        raise UpstreamError(f"The upstream {url} sent {type(chunk).__name__} where a JSON object belongs.")
+    if "error" in chunk:  # an error reported inside a stream that began with 200
+        err = chunk["error"]
+        status = err.get("code") if isinstance(err, dict) and isinstance(err.get("code"), int) else 500
+        raise from_status(url, status, json.dumps(chunk))
+    return chunk

@@ -1,0 +1,129 @@
+"""HTTP routes: thin wrappers that hand the parsed request to OpenAIServing and choose the response type.
+
+`create_app(engine, config)` registers every route itself and adds no catch-all, so a Gradio UI can be mounted
+next to them (`gr.mount_gradio_app(app, demo, path="/")`). Auth and the body-size limit apply to /v1/* only;
+/health stays open.
+"""
+import asyncio
+import hmac
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+
+import nsample
+from nsample.errors import NSampleError
+from nsample.server import errors
+from nsample.server.config import ServerConfig
+from nsample.server.protocol import ChatCompletionRequest, CompletionRequest
+from nsample.server.serving import OpenAIServing
+
+
+def create_app(engine: "nsample.Engine", config: ServerConfig | None = None) -> FastAPI:
+    config = config or ServerConfig()
+    serving = OpenAIServing(engine, config)
+    app = FastAPI(title="nsample", version=nsample.__version__,
+                  description="OpenAI-compatible API where `n` is real: n independently seeded choices per prompt.")
+    app.state.engine, app.state.serving, app.state.server_config = engine, serving, config
+    errors.install(app, config.retry_after_s)
+    app.add_middleware(Guard, api_key=config.api_key, max_body_bytes=config.max_body_bytes)
+
+    def render(result) -> Response:
+        if isinstance(result, NSampleError):
+            return errors.error_response(result, config.retry_after_s)
+        if isinstance(result, BaseModel):
+            return Response(result.model_dump_json(), media_type="application/json")
+        if result is None:  # the client left before the answer was ready; nobody reads this
+            return Response(status_code=499)
+        return EventStream(result, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok", "model": engine.name, **engine.load_info}
+
+    @app.get("/v1/models")
+    async def list_models() -> Response:
+        return render(serving.models())
+
+    @app.get("/v1/models/{model:path}")
+    async def get_model(model: str) -> Response:
+        return render(serving.model(model))
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
+        return render(await until_disconnected(request, serving.chat(body)))
+
+    @app.post("/v1/completions")
+    async def create_completions(body: CompletionRequest, request: Request) -> Response:
+        return render(await until_disconnected(request, serving.completions(body)))
+
+    return app
+
+
+async def until_disconnected(request: Request, work):
+    """Await `work`; if the client disconnects first, cancel it (which cancels its engine requests) -> None."""
+    task, gone = asyncio.ensure_future(work), asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        return task.result() if task.done() else None
+    finally:
+        task.cancel()
+        gone.cancel()
+
+
+async def _disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+class EventStream(StreamingResponse):
+    """Server-sent events; the generator is closed however the response ends, so its engine requests are cancelled."""
+
+    media_type = "text/event-stream"
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.body_iterator.aclose()
+
+
+class Guard:
+    """ASGI middleware for /v1/*: 401 without the configured API key, 413 for a body over max_body_bytes."""
+
+    def __init__(self, app, api_key: str | None, max_body_bytes: int):
+        self.app, self.api_key, self.limit = app, api_key, max_body_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            return await self.app(scope, receive, send)
+        headers = Headers(scope=scope)
+        if self.api_key is not None and not self._authorized(headers.get("authorization")):
+            missing = "authorization" not in headers
+            message = ("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'." if missing
+                       else "Incorrect API key provided.")
+            response = errors.error_response(errors.http_error(401, message), headers={"WWW-Authenticate": "Bearer"})
+            return await response(scope, receive, send)
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.limit:
+            return await errors.error_response(errors.http_error(413, self._too_large()))(scope, receive, send)
+        seen = 0
+
+        async def limited_receive():
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise HTTPException(413, self._too_large())
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+    def _authorized(self, header: str | None) -> bool:
+        scheme, _, token = (header or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.api_key.encode())
+
+    def _too_large(self) -> str:
+        return f"The request body is too large: the limit is {self.limit} bytes."

@@ -1,0 +1,76 @@
+"""Legacy completions: one engine request per prompt, merged prompt-major (index = prompt_idx * n + i).
+
+best_of: each prompt's request samples best_of choices (with logprobs); the n with the highest mean token logprob
+are returned, best first, re-indexed 0..n-1 within their prompt, each keeping the seed it was sampled with. Usage
+counts every generated token, as OpenAI bills best_of. echo prepends the prompt text to every choice.
+"""
+import math
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+
+from nsample.outputs import Choice, TokenLogprob
+from nsample.request import Request
+from nsample.server.fanin import DONE, cancel, merge, sse, sse_error, usage
+from nsample.server.responses import CompletionChoice, CompletionLogprobs, CompletionResponse
+
+
+def response(head: dict, reqs: list[Request], n: int, echoes: list[str], top: int | None) -> CompletionResponse:
+    """`top`: the client's integer `logprobs` (None: no logprobs in the answer)."""
+    choices = []
+    for p, req in enumerate(reqs):
+        for i, c in enumerate(best(req.choices, n)):
+            lps = logprobs(c.logprobs, len(echoes[p]))[0] if top is not None else None
+            choices.append(CompletionChoice(index=p * n + i, text=echoes[p] + c.text, logprobs=lps,
+                                            finish_reason=c.finish_reason, seed=c.seed, stop_reason=c.stop_reason))
+    return CompletionResponse(**head, choices=choices, usage=usage(reqs))
+
+
+async def stream(head: dict, reqs: list[Request], n: int, echoes: list[str], top: int | None,
+                 include_usage: bool) -> AsyncIterator[str]:
+    """The echo chunk of each choice (if echo), then its text as generated, all prompts and choices interleaved."""
+
+    def chunk(choices: list[CompletionChoice], **extra) -> str:
+        return sse(CompletionResponse(**head, choices=choices, **extra))
+
+    offsets: dict[int, int] = {}  # index -> text offset of the choice's next token
+    try:
+        for p, req in enumerate(reqs):
+            for i, seed in enumerate(req.seeds):
+                offsets[p * n + i] = len(echoes[p])
+                if echoes[p]:
+                    yield chunk([CompletionChoice(index=p * n + i, text=echoes[p], seed=seed)])
+        async with aclosing(merge(reqs)) as events:
+            async for p, ev in events:
+                if ev.text or ev.logprobs or ev.finish_reason:
+                    index, lps = p * n + ev.index, None
+                    if top is not None:
+                        lps, offsets[index] = logprobs(ev.logprobs or [], offsets[index])
+                    stop = reqs[p].choices[ev.index].stop_reason if ev.finish_reason else None
+                    yield chunk([CompletionChoice(index=index, text=ev.text, logprobs=lps, finish_reason=ev.finish_reason,
+                                                  seed=ev.seed, stop_reason=stop)])
+        if include_usage:
+            yield chunk([], usage=usage(reqs))
+    except Exception as e:  # noqa: BLE001 - the status line is sent: report the failure in the stream
+        yield sse_error(e)
+    finally:
+        cancel(reqs)
+    yield DONE
+
+
+def best(choices: list[Choice], n: int) -> list[Choice]:
+    """The n choices with the highest mean token logprob, best first (all of them, in order, when there are n)."""
+    if len(choices) <= n:
+        return choices
+    return sorted(choices, key=lambda c: -math.inf if c.mean_logprob is None else c.mean_logprob, reverse=True)[:n]
+
+
+def logprobs(lps: list[TokenLogprob] | None, offset: int) -> tuple[CompletionLogprobs, int]:
+    """The legacy logprobs object (each top dict holds the top-k and the sampled token), and the offset after it."""
+    out = CompletionLogprobs(tokens=[], token_logprobs=[], top_logprobs=[], text_offset=[])
+    for t in lps or []:
+        out.tokens.append(t.token)
+        out.token_logprobs.append(t.logprob)
+        out.top_logprobs.append({x: v for _, x, v in t.top} | {t.token: t.logprob})
+        out.text_offset.append(offset)
+        offset += len(t.token)
+    return out, offset

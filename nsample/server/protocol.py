@@ -1,0 +1,192 @@
+"""OpenAI wire protocol, requests: pydantic models in the order of OpenAI's API reference, each building SamplingParams.
+
+Field policy (OpenAI answers an unknown key with 400 "Unrecognized request argument supplied"; nsample does too,
+so that a typo or an unimplemented feature never silently changes nothing):
+* documented fields that nsample implements map onto SamplingParams, which checks every range once;
+* bookkeeping fields (user, metadata, store, service_tier, ...) are accepted and ignored;
+* documented fields that nsample does not implement (tools, response_format other than text, suffix, audio, ...)
+  are accepted only at a neutral value (null, [], "none", {"type": "text"}); any other value is a 400 that names
+  the parameter, code "unsupported_parameter";
+* extensions that nsample implements, named as in vLLM: top_k, min_p, repetition_penalty, ignore_eos;
+* any other key is a 400, code "unknown_parameter". `model` may be omitted (it defaults to the served model, as in
+  vLLM); any other name is a 404.
+Types are strict, as at OpenAI: n given as 1.5, "2" or true is a 400 invalid_type, not coerced.
+"""
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nsample.errors import InvalidRequest
+from nsample.sampling_params import SamplingParams
+
+MAX_BEST_OF = 20  # OpenAI's limit for best_of
+MAX_COMPLETION_LOGPROBS = 5  # OpenAI's limit for the legacy integer `logprobs`
+SHARED = ("n", "seed", "temperature", "top_p", "top_k", "min_p", "stop", "presence_penalty", "frequency_penalty",
+          "repetition_penalty", "logit_bias", "ignore_eos")  # same name and meaning here and in SamplingParams
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ContentPart(BaseModel):
+    """A content part; the engine accepts text parts and explains what it cannot take."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(Strict):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[ContentPart]
+    name: str | None = None
+
+
+class StreamOptions(Strict):
+    include_usage: bool | None = None
+    include_obfuscation: bool | None = None  # accepted; nsample adds no obfuscation padding
+
+
+class OpenAIRequest(Strict):
+    """What both endpoints share; subclasses declare `stream`, `stream_options` and the sampling fields."""
+
+    NEUTRAL: ClassVar[dict[str, tuple]] = {}  # unimplemented field -> the values that leave it unused
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream and self.stream_options and self.stream_options.include_usage)
+
+    def check_supported(self) -> None:
+        for name, neutral in self.NEUTRAL.items():
+            if getattr(self, name) not in neutral:
+                raise InvalidRequest(f"nsample does not support '{name}' (accepted values: "
+                                     f"{', '.join(map(repr, neutral))}).", param=name, code="unsupported_parameter")
+        if self.stream_options is not None and not self.stream:
+            raise InvalidRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                                 param="stream_options", code="invalid_value")
+
+    def sampling(self, **kw) -> SamplingParams:
+        self.check_supported()
+        given = {k: getattr(self, k) for k in SHARED} | kw
+        return SamplingParams(**{k: v for k, v in given.items() if v is not None})
+
+
+class ChatCompletionRequest(OpenAIRequest):
+    # Ordered by the OpenAI API reference: https://platform.openai.com/docs/api-reference/chat/create
+    NEUTRAL = {"audio": (None,), "function_call": (None, "none", "auto"), "functions": (None, []),
+               "modalities": (None, ["text"]), "prediction": (None,), "reasoning_effort": (None,),
+               "response_format": (None, {"type": "text"}), "tool_choice": (None, "none", "auto"),
+               "tools": (None, []), "verbosity": (None,), "web_search_options": (None,)}
+    messages: list[ChatMessage] = Field(min_length=1)
+    model: str | None = None
+    audio: Any = None
+    frequency_penalty: float | None = None
+    function_call: Any = None
+    functions: Any = None
+    logit_bias: dict[str, float] | None = None
+    logprobs: bool | None = None
+    max_completion_tokens: int | None = None
+    max_tokens: int | None = None
+    metadata: dict[str, str] | None = None
+    modalities: Any = None
+    n: int | None = None
+    parallel_tool_calls: bool | None = None
+    prediction: Any = None
+    presence_penalty: float | None = None
+    prompt_cache_key: str | None = None
+    reasoning_effort: Any = None
+    response_format: Any = None
+    safety_identifier: str | None = None
+    seed: int | None = None
+    service_tier: str | None = None
+    stop: str | list[str] | None = None
+    store: bool | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    temperature: float | None = None
+    tool_choice: Any = None
+    tools: Any = None
+    top_logprobs: int | None = None
+    top_p: float | None = None
+    user: str | None = None
+    verbosity: Any = None
+    web_search_options: Any = None
+    # --- extensions (vLLM names) ---
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    ignore_eos: bool | None = None
+
+    def prompt(self) -> list[dict]:
+        return [m.model_dump(exclude_none=True) for m in self.messages]
+
+    def to_sampling_params(self) -> SamplingParams:
+        if self.top_logprobs is not None and not self.logprobs:
+            raise InvalidRequest("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs",
+                                 code="invalid_value")
+        limit = "max_completion_tokens" if self.max_completion_tokens is not None else "max_tokens"
+        try:
+            return self.sampling(max_tokens=getattr(self, limit), logprobs=self.logprobs,
+                                 top_logprobs=self.top_logprobs)
+        except InvalidRequest as e:  # name the field the client actually sent
+            if e.param == "max_tokens":
+                e.param, e.message = limit, e.message.replace("'max_tokens'", f"'{limit}'")
+            raise
+
+
+class CompletionRequest(OpenAIRequest):
+    # Ordered by the OpenAI API reference: https://platform.openai.com/docs/api-reference/completions/create
+    NEUTRAL = {"suffix": (None, "")}
+    model: str | None = None
+    prompt: str | list[str] | list[int] | list[list[int]]
+    best_of: int | None = None
+    echo: bool | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    logprobs: int | None = None
+    max_tokens: int | None = 16  # OpenAI's default for this endpoint; null = up to the context window
+    n: int | None = None
+    presence_penalty: float | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    suffix: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    user: str | None = None
+    # --- extensions (vLLM names) ---
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    ignore_eos: bool | None = None
+
+    def prompts(self) -> list[str | list[int]]:
+        """One entry per prompt: a string or a list of token ids."""
+        p = self.prompt
+        if isinstance(p, str) or (p and isinstance(p[0], int)):
+            return [p]
+        if not p:
+            raise InvalidRequest("'prompt' must not be an empty array.", param="prompt", code="empty_array")
+        return list(p)
+
+    def to_sampling_params(self) -> SamplingParams:
+        """The params of one engine request: best_of choices (with logprobs, to rank them) when best_of > 1."""
+        n, k = self.n if self.n is not None else 1, self.logprobs
+        best_of = n if self.best_of is None else self.best_of
+        if k is not None and not 0 <= k <= MAX_COMPLETION_LOGPROBS:
+            raise InvalidRequest(f"Invalid 'logprobs': expected a value between 0 and {MAX_COMPLETION_LOGPROBS}, "
+                                 f"but got {k} instead.", param="logprobs", code="invalid_value")
+        if self.echo and k is not None:
+            raise InvalidRequest("Setting 'echo' and 'logprobs' at the same time is not supported: nsample does not "
+                                 "compute prompt logprobs.", param="echo", code="unsupported_parameter")
+        if self.best_of is not None and not n <= best_of <= MAX_BEST_OF:
+            self.sampling()  # reports a bad n first
+            raise InvalidRequest(f"Invalid 'best_of': expected a value between n ({n}) and {MAX_BEST_OF}, but got "
+                                 f"{best_of} instead.", param="best_of", code="invalid_value")
+        if self.stream and best_of > 1 and self.best_of is not None:
+            raise InvalidRequest("'best_of' results cannot be streamed; use n instead.", param="best_of",
+                                 code="invalid_value")
+        return self.sampling(n=best_of, max_tokens=self.max_tokens, logprobs=best_of > n or k is not None,
+                             top_logprobs=k)

@@ -1,0 +1,103 @@
+"""The serving layer: an OpenAI request in; engine requests, then a response object or an SSE stream out.
+
+Everything is validated and submitted before a stream starts (the engine's submit validates synchronously), so bad
+input is always an HTTP error, never a 200 followed by an error event. Errors come back as values (NSampleError);
+the routes turn them into responses through nsample.server.errors.
+"""
+import hashlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import nsample
+from nsample.errors import InvalidRequest, ModelNotFound, NSampleError
+from nsample.request import Request
+from nsample.server import chat, completions
+from nsample.server.config import ServerConfig
+from nsample.server.errors import server_error
+from nsample.server.fanin import cancel, collect
+from nsample.server.protocol import ChatCompletionRequest, CompletionRequest
+from nsample.server.responses import ChatCompletionResponse, CompletionResponse, ModelCard, ModelList
+
+Result = NSampleError | AsyncIterator[str]
+
+
+class OpenAIServing:
+    def __init__(self, engine: "nsample.Engine", config: ServerConfig):
+        self.engine, self.config = engine, config
+        self.created = int(time.time())
+        about = f"{nsample.__version__}|{engine.name}|{engine.config}|{engine.device}|{engine.model.dtype}"
+        self.fingerprint = "fp_" + hashlib.sha256(about.encode()).hexdigest()[:10]
+
+    # --- models ----------------------------------------------------------------------------------------
+    def models(self) -> ModelList:
+        return ModelList(data=[self._card()])
+
+    def model(self, name: str) -> ModelCard | NSampleError:
+        return self._card() if name == self.engine.name else ModelNotFound(name)
+
+    def _card(self) -> ModelCard:
+        return ModelCard(id=self.engine.name, created=self.created, max_model_len=self.engine.context)
+
+    # --- generation --------------------------------------------------------------------------------------
+    async def chat(self, req: ChatCompletionRequest) -> ChatCompletionResponse | Result:
+        try:
+            self._check_model(req.model)
+            reqs = self._submit([req.prompt()], req.to_sampling_params())
+        except NSampleError as e:
+            return e
+        head = self._head("chatcmpl")
+        if req.stream:
+            return chat.stream(head, reqs[0], req.include_usage)
+        return await self._finish(reqs, lambda: chat.response(head, reqs[0]))
+
+    async def completions(self, req: CompletionRequest) -> CompletionResponse | Result:
+        try:
+            self._check_model(req.model)
+            prompts = req.prompts()
+            if len(prompts) > self.engine.config.max_queue:
+                raise InvalidRequest(f"At most {self.engine.config.max_queue} prompts fit in one request, got "
+                                     f"{len(prompts)}.", param="prompt", code="array_above_max_length")
+            reqs = self._submit(prompts, req.to_sampling_params())
+        except NSampleError as e:
+            if e.param == "messages":  # the engine's name for the prompt
+                e.param = "prompt"
+            return e
+        n, head, top = req.n or 1, self._head("cmpl"), req.logprobs
+        echoes = [self._text(p) if req.echo else "" for p in prompts]
+        if req.stream:
+            return completions.stream(head, reqs, n, echoes, top, req.include_usage)
+        return await self._finish(reqs, lambda: completions.response(head, reqs, n, echoes, top))
+
+    # --- helpers -----------------------------------------------------------------------------------------
+    def _check_model(self, name: str | None) -> None:
+        if name is not None and name != self.engine.name:
+            raise ModelNotFound(name)
+
+    def _submit(self, prompts: list, params: "nsample.SamplingParams") -> list[Request]:
+        """Queue one engine request per prompt: all of them, or (on the first refusal) none."""
+        reqs: list[Request] = []
+        try:
+            for p in prompts:
+                reqs.append(self.engine.submit(p, params))
+        except BaseException:
+            cancel(reqs)
+            raise
+        return reqs
+
+    async def _finish(self, reqs: list[Request], build):
+        try:
+            await collect(reqs)
+            return build()
+        except NSampleError as e:
+            return e
+        except Exception as e:  # noqa: BLE001 - a failure inside the engine
+            return server_error(e)
+
+    def _head(self, prefix: str) -> dict:
+        """What every response and every chunk of one stream share."""
+        return {"id": f"{prefix}-{uuid.uuid4().hex}", "created": int(time.time()), "model": self.engine.name,
+                "system_fingerprint": self.fingerprint}
+
+    def _text(self, prompt: str | list[int]) -> str:
+        return prompt if isinstance(prompt, str) else self.engine.tokenizer.decode(prompt)

@@ -1,0 +1,76 @@
+"""The UI's work as plain Python: submit to the engine, stream a Run in throttled snapshots, reproduce a choice.
+
+No Gradio here and no sampling logic: the engine samples, nsample.analysis measures, these functions relay.
+"""
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from nsample.errors import InvalidRequest
+from nsample.ui.run import Run, RunSpec
+
+STREAM_INTERVAL_S = 0.05  # at most ~20 page updates a second, however fast tokens arrive
+
+
+async def generate(engine, spec: RunSpec, interval: float = STREAM_INTERVAL_S) -> AsyncIterator[Run]:
+    """Yield the same Run as it fills: once at submit (seeds known), then every `interval` while tokens
+    arrive, then once with `run.result` set. Closing the iterator early cancels the request in the engine."""
+    req = engine.submit(spec.engine_prompt, **spec.sampling)  # validates now: NSampleError reaches the caller
+    run = Run.start(spec, engine.name, req.seeds)
+    version = [0]
+
+    async def pump():
+        async for ev in req:
+            run.apply(ev)
+            version[0] += 1
+
+    task = asyncio.create_task(pump())
+    try:
+        yield run
+        shown = 0
+        while not task.done():
+            await asyncio.wait({task}, timeout=interval)
+            if version[0] != shown and not task.done():
+                shown = version[0]
+                yield run
+        task.result()  # an engine error surfaces here
+        run.result = req.result()
+        yield run
+    finally:
+        if not run.done:
+            run.cancel()
+        task.cancel()
+        req.cancel()
+
+
+@dataclass
+class Reproduction:
+    index: int
+    seed: int
+    text: str
+    token_ids: list[int]
+    identical: bool
+
+
+async def reproduce(engine, run: Run, index: int) -> Reproduction:
+    """Re-run choice `index` alone (n=1) with its seed and say whether it came out token for token the same."""
+    if run is None or not run.done:
+        raise InvalidRequest("Generate (and let it finish) before reproducing a choice.", param="index")
+    if not 0 <= index < len(run.cards):
+        raise InvalidRequest(f"There is no choice #{index} in this run.", param="index")
+    original = run.result.choices[index]
+    spec = run.spec.alone(original.seed)
+    req = engine.submit(spec.engine_prompt, **spec.sampling)
+    async for _ in req:
+        pass
+    again = req.result().choices[0]
+    same = again.token_ids == original.token_ids and again.text == original.text
+    return Reproduction(index, original.seed, again.text, again.token_ids, same)
+
+
+def greedy_hint(temperature: float, n: int) -> str:
+    """A note for temperature 0 with n > 1: every choice is the argmax path, so all n are identical."""
+    if temperature == 0 and int(n) > 1:
+        return (f"**Temperature 0 is greedy decoding:** all {int(n)} choices will be identical "
+                "(nsample computes them once). Raise the temperature to see them differ.")
+    return ""
