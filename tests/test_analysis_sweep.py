@@ -5,7 +5,7 @@ from nsample.analysis import sweep, sweep_summary
 from nsample.errors import InvalidRequest
 
 PROMPT = "Name a colour."
-FIXED = dict(max_tokens=4, similarity="edit", progress=False)
+FIXED = {"max_tokens": 4, "similarity": "edit", "progress": False}
 
 
 @pytest.fixture(scope="module")

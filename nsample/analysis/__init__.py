@@ -1,6 +1,10 @@
 """Analysis of n choices: diversity, quality, selection, sweeps and figures; pure on results, except sweep()."""
-from nsample.analysis.figures import (diversity_vs_temperature, logprob_vs_diversity, similarity_heatmap,
-                                      tokens_per_choice)
+from nsample.analysis.figures import (
+    diversity_vs_temperature,
+    logprob_vs_diversity,
+    similarity_heatmap,
+    tokens_per_choice,
+)
 from nsample.analysis.lexical import distinct_n, edit_similarity, jaccard_similarity, self_bleu
 from nsample.analysis.quality import perplexity, quality_table
 from nsample.analysis.selection import best_of, most_diverse, rank_choices

@@ -1,4 +1,4 @@
-"""Plotly figures of n choices: tokens per choice, similarity heatmap, diversity vs temperature, quality vs diversity."""
+"""Plotly figures: tokens per choice, similarity heatmap, diversity vs temperature, logprob vs diversity."""
 import html
 
 import numpy as np
@@ -35,7 +35,7 @@ def tokens_per_choice(data: Choices) -> go.Figure:
         figure.add_bar(x=rows["index"], y=rows["completion_tokens"], name=f"finished: {reason}",
                        customdata=_hover_data(rows), hovertemplate=_CHOICE_HOVER + "%{y} tokens<extra></extra>")
     figure.update_layout(title=f"Tokens per choice (n={len(table)})", barmode="overlay",
-                         xaxis=dict(title="choice index", type="category"),
+                         xaxis={"title": "choice index", "type": "category"},
                          yaxis_title="completion tokens", legend_title="finish reason")
     return figure
 
@@ -48,13 +48,13 @@ def similarity_heatmap(data, method: str = "auto") -> go.Figure:
     label = matrix.attrs.get("similarity_label", "given similarity")
     figure = go.Figure(go.Heatmap(
         z=values, x=labels, y=labels, zmin=min(0.0, float(values.min())), zmax=1.0, colorscale="Viridis",
-        colorbar=dict(title="similarity"), name="similarity",
+        colorbar={"title": "similarity"}, name="similarity",
         hovertemplate="choice %{y} vs choice %{x}<br>similarity %{z:.3f}<extra></extra>"))
     figure.update_layout(
         title=f"Pairwise similarity of {len(values)} choices: {label}<br>"
               f"<sup>Vendi score {vendi_from_matrix(values):.2f} of {len(values)} possible</sup>",
-        xaxis=dict(title="choice index", type="category"),
-        yaxis=dict(title="choice index", type="category", autorange="reversed"))
+        xaxis={"title": "choice index", "type": "category"},
+        yaxis={"title": "choice index", "type": "category", "autorange": "reversed"})
     return figure
 
 

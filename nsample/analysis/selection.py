@@ -25,7 +25,7 @@ def rank_choices(data: Choices, by: Scorer = "mean_logprob") -> pd.DataFrame:
 
 def best_of(data: Choices, by: Scorer = "mean_logprob") -> pd.Series:
     """The best choice (its index, seed, text and score) by a quality column or a callable(text) -> score."""
-    return rank_choices(data, by).iloc[0]
+    return rank_choices(data, by).iloc[0].rename("best")
 
 
 def most_diverse(data: Choices, k: int, *, similarity: str | np.ndarray | pd.DataFrame = "auto",

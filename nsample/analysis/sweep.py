@@ -1,10 +1,15 @@
 """Sweeps: n choices at every point of a temperature x top_p grid, as one tidy DataFrame."""
 import itertools
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from numbers import Real
 
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import TqdmWarning
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", TqdmWarning)  # without ipywidgets, tqdm.auto falls back to a text bar
+    from tqdm.auto import tqdm
 
 from nsample.analysis.quality import quality_table
 from nsample.analysis.summary import SUMMARY_FIELDS, diversity_summary
@@ -43,7 +48,7 @@ def run_frame(result: GenerationResult, *, run: int, temperature: float, top_p: 
               similarity: str = "auto") -> pd.DataFrame:
     """One grid point's choices: parameters first, then per-choice quality, then the run's diversity summary."""
     table = quality_table(result)
-    for position, (name, value) in enumerate(zip(GRID_COLUMNS, (run, temperature, top_p))):
+    for position, (name, value) in enumerate(zip(GRID_COLUMNS, (run, temperature, top_p), strict=True)):
         table.insert(position, name, value)
     summary = diversity_summary(result, similarity)
     for field in SUMMARY_FIELDS:
