@@ -13,3 +13,7 @@ class EngineConfig:
     max_active: int = 8  # requests decoded side by side (round robin, one step each)
     kv_budget_gb: float | None = None  # memory for one request's KV cache; None: from free memory
     max_context: int | None = None  # cap on the model's context window
+    # Batch invariance: decode every request at a fixed batch width (rows padded to a multiple of it, finished
+    # rows kept as padding), so a row's numerics never depend on n or on when its siblings finish. Costs the
+    # padding; use it where the kernels are not batch-invariant (e.g. GPU batch sizes). None = compact batches.
+    decode_width: int | None = None

@@ -13,8 +13,11 @@ from nsample.sequence import Row
 class DecodeState:
     """What one request needs between steps: its rows, their KV cache and their next-token logits."""
 
-    def __init__(self, rows: list[Row], cache: KVCache, logits: torch.Tensor, vocab: int):
+    def __init__(self, rows: list[Row], cache: KVCache, logits: torch.Tensor, vocab: int, width: int | None):
         self.rows, self.cache, self.logits = rows, cache, logits  # logits (R, V)
+        self.fixed = width is not None  # fixed width: finished rows stay in the cache as padding
+        self.slots = list(range(len(rows)))  # the cache row of each live row
+        self.width = -(-len(rows) // width) * width if self.fixed else len(rows)
         self.counts = torch.zeros(len(rows), vocab, device=logits.device) if _penalized(rows) else None
         self.bias = None
         if rows[0].params.logit_bias:
@@ -40,8 +43,8 @@ def prefill(engine, req: Request) -> None:
     ids = torch.tensor([req.prompt_ids], device=engine.device)  # (1, P)
     cache = KVCache(engine.model, len(req.prompt_ids), len(req.prompt_ids) + req.max_new)
     logits = engine.model(input_ids=ids, cache=cache.cache, logits_to_keep=1).logits[:, -1].float()
-    cache.fork(len(rows))
-    req.state = DecodeState(rows, cache, logits.expand(len(rows), -1), engine.vocab_size)
+    req.state = DecodeState(rows, cache, logits.expand(len(rows), -1), engine.vocab_size, engine.config.decode_width)
+    cache.fork(req.state.width)
     req.timings.prefill_s = time.perf_counter() - t0
 
 
@@ -79,19 +82,23 @@ def step(engine, req: Request) -> None:
     req.publish(events)
     if st.counts is not None:
         st.counts.scatter_add_(1, tokens[:, None], torch.ones(R, 1, device=tokens.device))
-    # 3) drop finished rows from the batch and the cache
+    # 3) drop finished rows from the batch, and from the cache unless the width is fixed
     live = [i for i, r in enumerate(st.rows) if not r.finished]
     if len(live) < R:
-        st.rows = [st.rows[i] for i in live]
-        if live:
+        st.rows, tokens = [st.rows[i] for i in live], tokens[live]
+        st.counts = st.counts[live] if st.counts is not None else None
+        if st.fixed:
+            st.slots = [st.slots[i] for i in live]
+        elif live:
             st.cache.keep(live)
-            tokens = tokens[live]
-            st.counts = st.counts[live] if st.counts is not None else None
-    # 4) forward the token column of the live rows
+            st.slots = list(range(len(live)))
+    # 4) forward the token column of the live rows (padded to the fixed width with token 0)
     if st.rows:
         st.cache.reserve(len(req.prompt_ids) + len(st.rows[0].token_ids))
-        out = engine.model(input_ids=tokens[:, None], cache=st.cache.cache)
-        st.logits = out.logits[:, -1].float()  # (R_live, V)
+        slots = torch.tensor(st.slots, device=tokens.device)
+        column = torch.zeros(st.width, dtype=tokens.dtype, device=tokens.device).index_copy_(0, slots, tokens)
+        out = engine.model(input_ids=column[:, None], cache=st.cache.cache)
+        st.logits = out.logits[:, -1].float()[slots]  # (R_live, V)
     req.timings.decode_s += time.perf_counter() - t0
 
 

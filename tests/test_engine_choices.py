@@ -202,3 +202,20 @@ def test_top_k_one_is_greedy(tiny_engine):
     r = tiny_engine.generate("TopK", n=3, seed=9, top_k=1, max_tokens=8, ignore_eos=True)
     assert all(c.token_ids == greedy for c in r.choices)
     assert torch.get_num_threads() >= 1
+
+
+def test_fixed_decode_width_pads_rows_and_keeps_the_seed_contract():
+    from nsample.tiny_model import tiny_model
+
+    model, tok = tiny_model()
+    engine = Engine(model, tok, EngineConfig(decode_width=4))
+    shapes, handle = _record_forward_shapes(model)
+    try:
+        wide = engine.generate("Fixed width", n=3, seed=5, max_tokens=30, stop=["e"])
+        assert {s[0] for s in shapes[1:]} == {4}  # padded to 4 rows, never compacted
+        for c in wide.choices:
+            alone = engine.generate("Fixed width", n=1, seed=5 + c.index, max_tokens=30, stop=["e"]).choices[0]
+            assert (alone.token_ids, alone.text, alone.finish_reason) == (c.token_ids, c.text, c.finish_reason)
+    finally:
+        handle.remove()
+        engine.close()
