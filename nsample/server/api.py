@@ -18,6 +18,7 @@ from nsample.errors import NSampleError
 from nsample.server import errors
 from nsample.server.config import ServerConfig
 from nsample.server.protocol import ChatCompletionRequest, CompletionRequest
+from nsample.server.responses import ChatCompletionResponse, CompletionResponse, ModelCard, ModelList
 from nsample.server.serving import OpenAIServing
 
 
@@ -43,19 +44,19 @@ def create_app(engine: "nsample.Engine", config: ServerConfig | None = None) -> 
     async def health() -> dict:
         return {"status": "ok", "model": engine.name, **engine.load_info}
 
-    @app.get("/v1/models")
+    @app.get("/v1/models", responses={200: {"model": ModelList}})
     async def list_models() -> Response:
         return render(serving.models())
 
-    @app.get("/v1/models/{model:path}")
+    @app.get("/v1/models/{model:path}", responses={200: {"model": ModelCard}})
     async def get_model(model: str) -> Response:
         return render(serving.model(model))
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", responses={200: {"model": ChatCompletionResponse}})
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         return render(await until_disconnected(request, serving.chat(body)))
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", responses={200: {"model": CompletionResponse}})
     async def create_completions(body: CompletionRequest, request: Request) -> Response:
         return render(await until_disconnected(request, serving.completions(body)))
 

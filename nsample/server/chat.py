@@ -5,8 +5,17 @@ from contextlib import aclosing
 from nsample.outputs import TokenLogprob
 from nsample.request import Request
 from nsample.server.fanin import DONE, cancel, merge, sse, sse_error, usage
-from nsample.server.responses import (AssistantMessage, ChatChoice, ChatChunkChoice, ChatCompletionChunk,
-                                      ChatCompletionResponse, ChatLogprobs, ChatTokenLogprob, Delta, TopLogprob)
+from nsample.server.responses import (
+    AssistantMessage,
+    ChatChoice,
+    ChatChunkChoice,
+    ChatCompletionChunk,
+    ChatCompletionResponse,
+    ChatLogprobs,
+    ChatTokenLogprob,
+    Delta,
+    TopLogprob,
+)
 
 
 def response(head: dict, req: Request) -> ChatCompletionResponse:

@@ -59,9 +59,10 @@ def from_validation(errors: list[dict]) -> InvalidRequest:
                               code="unknown_parameter")
     if in_union:
         tags = [p for err in errors if _param(_strip(err["loc"])) == param for p in err["loc"] if _is_union_tag(p)]
-        want = " or ".join(_describe(t) for t in dict.fromkeys(tags))
+        *most, last = [_describe(t) for t in dict.fromkeys(tags)]
+        want = f"{', '.join(most)} or {last}" if most else last
         return InvalidRequest(f"Invalid type for '{param}': expected {want}.", param=param, code="invalid_type")
-    if kind.endswith("_type") or kind.endswith("_parsing"):
+    if kind.endswith(("_type", "_parsing")):
         want = TYPES.get(kind.rsplit("_", 1)[0], kind)
         return InvalidRequest(f"Invalid type for '{param}': expected {want}, but got {_kind(e.get('input'))} "
                               f"instead.", param=param, code="invalid_type")

@@ -63,9 +63,9 @@ def cancel(reqs: list[Request]) -> None:
 
 
 def usage(reqs: list[Request]) -> UsageInfo:
-    """Each prompt once, every generated token of every choice (as OpenAI bills n and best_of)."""
-    prompt = sum(len(r.prompt_ids) for r in reqs)
-    completion = sum(len(c.token_ids) for r in reqs for c in r.choices)
+    """Of finished requests: each prompt once, every generated token of every choice (as OpenAI bills n, best_of)."""
+    each = [r.result(timeout=0).usage for r in reqs]
+    prompt, completion = sum(u.prompt_tokens for u in each), sum(u.completion_tokens for u in each)
     return UsageInfo(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 

@@ -11,7 +11,9 @@ so that a typo or an unimplemented feature never silently changes nothing):
 * any other key is a 400, code "unknown_parameter". `model` may be omitted (it defaults to the served model, as in
   vLLM); any other name is a 404.
 Types are strict, as at OpenAI: n given as 1.5, "2" or true is a 400 invalid_type, not coerced.
+temperature 0 with n > 1 is allowed and gives n identical choices (vLLM rejects it; OpenAI allows it).
 """
+import json
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -61,7 +63,7 @@ class OpenAIRequest(Strict):
         for name, neutral in self.NEUTRAL.items():
             if getattr(self, name) not in neutral:
                 raise InvalidRequest(f"nsample does not support '{name}' (accepted values: "
-                                     f"{', '.join(map(repr, neutral))}).", param=name, code="unsupported_parameter")
+                                     f"{', '.join(map(json.dumps, neutral))}).", param=name, code="unsupported_parameter")
         if self.stream_options is not None and not self.stream:
             raise InvalidRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.",
                                  param="stream_options", code="invalid_value")
@@ -167,13 +169,14 @@ class CompletionRequest(OpenAIRequest):
         p = self.prompt
         if isinstance(p, str) or (p and isinstance(p[0], int)):
             return [p]
-        if not p:
-            raise InvalidRequest("'prompt' must not be an empty array.", param="prompt", code="empty_array")
+        if not p or any(x == [] for x in p):
+            raise InvalidRequest("'prompt' must not be (or contain) an empty array.", param="prompt",
+                                 code="empty_array")
         return list(p)
 
     def to_sampling_params(self) -> SamplingParams:
         """The params of one engine request: best_of choices (with logprobs, to rank them) when best_of > 1."""
-        n, k = self.n if self.n is not None else 1, self.logprobs
+        n, k = self.sampling().n, self.logprobs  # everything as sent is valid, n included
         best_of = n if self.best_of is None else self.best_of
         if k is not None and not 0 <= k <= MAX_COMPLETION_LOGPROBS:
             raise InvalidRequest(f"Invalid 'logprobs': expected a value between 0 and {MAX_COMPLETION_LOGPROBS}, "
@@ -181,8 +184,7 @@ class CompletionRequest(OpenAIRequest):
         if self.echo and k is not None:
             raise InvalidRequest("Setting 'echo' and 'logprobs' at the same time is not supported: nsample does not "
                                  "compute prompt logprobs.", param="echo", code="unsupported_parameter")
-        if self.best_of is not None and not n <= best_of <= MAX_BEST_OF:
-            self.sampling()  # reports a bad n first
+        if not n <= best_of <= MAX_BEST_OF:
             raise InvalidRequest(f"Invalid 'best_of': expected a value between n ({n}) and {MAX_BEST_OF}, but got "
                                  f"{best_of} instead.", param="best_of", code="invalid_value")
         if self.stream and best_of > 1 and self.best_of is not None:

@@ -6,7 +6,7 @@ Every choice carries `seed` (the seed it was sampled with: rerun it alone with n
 import time
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_serializer
 
 
 class UsageInfo(BaseModel):
@@ -70,8 +70,14 @@ class ChatCompletionResponse(BaseModel):
 
 
 class Delta(BaseModel):
-    role: Literal["assistant"] | None = Field(default=None, exclude_if=lambda v: v is None)
-    content: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Only the keys that changed: {"role", "content": ""} first, then {"content"}, and {} with the finish reason."""
+
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _given(self, handler):
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class ChatChunkChoice(BaseModel):
@@ -80,7 +86,7 @@ class ChatChunkChoice(BaseModel):
     logprobs: ChatLogprobs | None = None
     finish_reason: str | None = None
     seed: int
-    stop_reason: str | int | None = Field(default=None, exclude_if=lambda v: v is None)
+    stop_reason: str | int | None = None
 
 
 class ChatCompletionChunk(BaseModel):
@@ -107,7 +113,7 @@ class CompletionChoice(BaseModel):
     logprobs: CompletionLogprobs | None = None
     finish_reason: str | None = None
     seed: int
-    stop_reason: str | int | None = Field(default=None, exclude_if=lambda v: v is None)
+    stop_reason: str | int | None = None
 
 
 class CompletionResponse(BaseModel):

@@ -26,7 +26,8 @@ class OpenAIServing:
     def __init__(self, engine: "nsample.Engine", config: ServerConfig):
         self.engine, self.config = engine, config
         self.created = int(time.time())
-        about = f"{nsample.__version__}|{engine.name}|{engine.config}|{engine.device}|{engine.model.dtype}"
+        dtype = getattr(getattr(engine, "model", None), "dtype", None)  # a remote engine has no local model
+        about = f"{nsample.__version__}|{engine.name}|{engine.config}|{engine.device}|{dtype}"
         self.fingerprint = "fp_" + hashlib.sha256(about.encode()).hexdigest()[:10]
 
     # --- models ----------------------------------------------------------------------------------------
@@ -58,13 +59,14 @@ class OpenAIServing:
             if len(prompts) > self.engine.config.max_queue:
                 raise InvalidRequest(f"At most {self.engine.config.max_queue} prompts fit in one request, got "
                                      f"{len(prompts)}.", param="prompt", code="array_above_max_length")
-            reqs = self._submit(prompts, req.to_sampling_params())
+            params = req.to_sampling_params()
+            echoes = [self._text(p) if req.echo else "" for p in prompts]
+            reqs = self._submit(prompts, params)
         except NSampleError as e:
             if e.param == "messages":  # the engine's name for the prompt
                 e.param = "prompt"
             return e
         n, head, top = req.n or 1, self._head("cmpl"), req.logprobs
-        echoes = [self._text(p) if req.echo else "" for p in prompts]
         if req.stream:
             return completions.stream(head, reqs, n, echoes, top, req.include_usage)
         return await self._finish(reqs, lambda: completions.response(head, reqs, n, echoes, top))
@@ -100,4 +102,10 @@ class OpenAIServing:
                 "system_fingerprint": self.fingerprint}
 
     def _text(self, prompt: str | list[int]) -> str:
-        return prompt if isinstance(prompt, str) else self.engine.tokenizer.decode(prompt)
+        """The prompt as text, for echo."""
+        if isinstance(prompt, str):
+            return prompt
+        if self.engine.tokenizer is None:
+            raise InvalidRequest("'echo' of a token-id prompt needs a local tokenizer, which this engine lacks.",
+                                 param="echo", code="unsupported_parameter")
+        return self.engine.tokenizer.decode(prompt)

@@ -1,0 +1,120 @@
+"""Streaming (SSE): chunk layout, interleaving, finish and usage chunks, and cancellation when the client leaves."""
+from api_helpers import HELLO, MODEL, chat_body, idle, raw_post, sse, wait_until
+
+pytest_plugins = ["api_fixtures"]  # base_url, client, aclient, http
+
+NO_EOS = {"ignore_eos": True}
+
+
+def stream(http, path: str, body: dict) -> list:
+    with http.stream("POST", path, json=body) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        return sse(r)
+
+
+def test_chat_stream_layout(http):
+    body = chat_body(n=3, seed=20, max_tokens=12, ignore_eos=True, stream=True, stream_options={"include_usage": True})
+    events = stream(http, "/v1/chat/completions", body)
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    assert len({(c["id"], c["created"], c["model"], c["system_fingerprint"]) for c in chunks}) == 1
+    assert all(c["object"] == "chat.completion.chunk" and "usage" in c for c in chunks)
+    # the role chunk of every choice comes first
+    assert [(c["choices"][0]["index"], c["choices"][0]["delta"]) for c in chunks[:3]] == \
+           [(i, {"role": "assistant", "content": ""}) for i in range(3)]
+    # exactly one usage chunk, last, with no choices; usage null everywhere else
+    usage = [c for c in chunks if c["usage"] is not None]
+    assert usage == [chunks[-1]] and chunks[-1]["choices"] == []
+    deltas = [(k, c["choices"][0]) for k, c in enumerate(chunks[:-1])]
+    assert all(len(c["choices"]) == 1 for c in chunks[:-1])
+    assert all(ch["seed"] == 20 + ch["index"] for _, ch in deltas)
+    finish = {ch["index"]: k for k, ch in deltas if ch["finish_reason"]}
+    assert sorted(finish) == [0, 1, 2] and len([1 for _, ch in deltas if ch["finish_reason"]]) == 3
+    assert all(k <= finish[ch["index"]] for k, ch in deltas)  # nothing for a choice after its finish chunk
+    first_text = {i: min(k for k, ch in deltas if ch["index"] == i and ch["delta"].get("content")) for i in range(3)}
+    assert max(first_text.values()) < min(finish.values())  # interleaved, not one choice after another
+    texts = {i: "".join(ch["delta"].get("content") or "" for _, ch in deltas if ch["index"] == i) for i in range(3)}
+    whole = http.post("/v1/chat/completions", json={**body, "stream": False, "stream_options": None}).json()
+    assert [texts[i] for i in range(3)] == [c["message"]["content"] for c in whole["choices"]]
+    assert chunks[-1]["usage"] == whole["usage"] and whole["usage"]["completion_tokens"] == 36
+
+
+def test_stream_without_include_usage_has_no_usage_chunk(http):
+    events = stream(http, "/v1/chat/completions", chat_body(n=2, stream=True))
+    assert events[-1] == "[DONE]" and all(c["choices"] and c["usage"] is None for c in events[:-1])
+
+
+def test_chat_stream_with_logprobs(http):
+    events = stream(http, "/v1/chat/completions", chat_body(n=2, stream=True, logprobs=True, top_logprobs=2,
+                                                            ignore_eos=True))
+    per_choice = {0: 0, 1: 0}
+    for c in events[:-1]:
+        ch = c["choices"][0]
+        if ch["logprobs"]:
+            per_choice[ch["index"]] += len(ch["logprobs"]["content"])
+            assert all(len(t["top_logprobs"]) == 2 for t in ch["logprobs"]["content"])
+    assert per_choice == {0: 8, 1: 8}
+
+
+def test_completions_stream_two_prompts_echo(http):
+    body = {"model": MODEL, "prompt": ["The cat", "A dog"], "n": 2, "seed": 6, "echo": True, "max_tokens": 6,
+            "stream": True, "stream_options": {"include_usage": True}}
+    events = stream(http, "/v1/completions", body)
+    chunks = [c for c in events[:-1] if c["choices"]]
+    assert all(c["object"] == "text_completion" for c in chunks)
+    texts, finishes = {}, {}
+    for c in chunks:
+        ch = c["choices"][0]
+        texts[ch["index"]] = texts.get(ch["index"], "") + ch["text"]
+        finishes[ch["index"]] = finishes.get(ch["index"], 0) + (ch["finish_reason"] is not None)
+    assert [chunks[i]["choices"][0]["text"] for i in range(4)] == ["The cat", "The cat", "A dog", "A dog"]
+    assert finishes == {0: 1, 1: 1, 2: 1, 3: 1}
+    whole = http.post("/v1/completions", json={**body, "stream": False, "stream_options": None}).json()
+    assert [texts[i] for i in range(4)] == [c["text"] for c in whole["choices"]]
+    assert events[-2]["usage"] == whole["usage"] and events[-2]["choices"] == []
+
+
+def test_stream_with_openai_client(client):
+    kw = {"model": MODEL, "messages": HELLO, "n": 2, "seed": 30, "max_tokens": 10}
+    texts = {0: "", 1: ""}
+    for chunk in client.chat.completions.create(**kw, stream=True):
+        for ch in chunk.choices:
+            texts[ch.index] += ch.delta.content or ""
+    whole = client.chat.completions.create(**kw)
+    assert [texts[0], texts[1]] == [c.message.content for c in whole.choices]
+
+
+async def test_stream_with_async_openai_client(aclient):
+    kw = {"model": MODEL, "prompt": "Hello", "n": 3, "seed": 31, "max_tokens": 10}
+    texts, usage = {0: "", 1: "", 2: ""}, []
+    async for chunk in await aclient.completions.create(**kw, stream=True, stream_options={"include_usage": True}):
+        for ch in chunk.choices:
+            texts[ch.index] += ch.text
+        usage += [chunk.usage] if chunk.usage else []
+    whole = await aclient.completions.create(**kw)
+    assert [texts[i] for i in range(3)] == [c.text for c in whole.choices] and usage == [whole.usage]
+
+
+def test_disconnect_mid_stream_cancels_all_choices(http, tiny_engine):
+    assert wait_until(lambda: idle(tiny_engine))
+    body = chat_body(n=4, max_tokens=1500, ignore_eos=True, stream=True)  # a minute of work if left running
+    with http.stream("POST", "/v1/chat/completions", json=body) as r:
+        seen = set()
+        for line in r.iter_lines():
+            if '"content":"' in line and '"content":""' not in line:
+                seen.add(line.split('"index":')[1].split(",")[0])
+            if len(seen) == 4:
+                break
+        assert tiny_engine.load_info == {"waiting": 0, "active": 1}
+    assert wait_until(lambda: idle(tiny_engine), timeout=10)
+
+
+def test_disconnect_before_a_full_response_cancels(base_url, tiny_engine):
+    assert wait_until(lambda: idle(tiny_engine))
+    sock = raw_post(base_url, "/v1/completions", {"model": MODEL, "prompt": "Hi", "n": 3, "max_tokens": 1500,
+                                                  "ignore_eos": True})
+    try:
+        assert wait_until(lambda: tiny_engine.load_info["active"] == 1)
+    finally:
+        sock.close()
+    assert wait_until(lambda: idle(tiny_engine), timeout=10)
