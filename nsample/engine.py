@@ -61,7 +61,8 @@ class Engine:
             raise InvalidRequest(f"Token id {bad[0]} in 'logit_bias' is outside the vocabulary "
                                  f"(0..{self.vocab_size - 1}).", param="logit_bias", code="invalid_value")
         ids = prompt_ids(self.tokenizer, prompt, self.vocab_size)
-        req = Request(ids, p, self._seeds(p), self._max_new(len(ids), p), self.name)
+        prompt_param = "messages" if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict) else "prompt"
+        req = Request(ids, p, self._seeds(p), self._max_new(len(ids), p, prompt_param), self.name)
         with self._cv:
             if self._closed:
                 raise RuntimeError("the engine is closed")
@@ -114,12 +115,12 @@ class Engine:
             return [secrets.randbits(63) for _ in range(p.n)]
         return [wrap_seed(p.seed + i) for i in range(p.n)]
 
-    def _max_new(self, prompt_len: int, p: SamplingParams) -> int:
+    def _max_new(self, prompt_len: int, p: SamplingParams, prompt_param: str) -> int:
         """Tokens each choice may generate: max_tokens, clipped to the context window and to memory."""
         room = self.context - prompt_len
         if room < 1:
             raise InvalidRequest(f"This model's maximum context length is {self.context} tokens, but the "
-                                 f"prompt is {prompt_len} tokens.", param="messages",
+                                 f"prompt is {prompt_len} tokens.", param=prompt_param,
                                  code="context_length_exceeded")
         rows = 1 if p.greedy else p.n
         fits = int(self._kv_budget() // (rows * self._kv_per_token)) - prompt_len

@@ -63,8 +63,6 @@ class OpenAIServing:
             echoes = [self._text(p) if req.echo else "" for p in prompts]
             reqs = self._submit(prompts, params)
         except NSampleError as e:
-            if e.param == "messages":  # the engine's name for the prompt
-                e.param = "prompt"
             return e
         n, head, top = req.n or 1, self._head("cmpl"), req.logprobs
         if req.stream:
