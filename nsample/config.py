@@ -17,3 +17,5 @@ class EngineConfig:
     # rows kept as padding), so a row's numerics never depend on n or on when its siblings finish. Costs the
     # padding; use it where the kernels are not batch-invariant (e.g. GPU batch sizes). None = compact batches.
     decode_width: int | None = None
+    # Keep the prompt's KV once and let all rows read it (plain causal-attention models); None = when supported.
+    shared_prefix: bool | None = None

@@ -41,8 +41,8 @@ def prefill(engine, req: Request) -> None:
     rows = [Row(g, [req.seeds[i] for i in g], req.prompt_ids, p, engine.tokenizer, req.max_new, engine.eos_ids,
                 engine.device) for g in groups]
     ids = torch.tensor([req.prompt_ids], device=engine.device)  # (1, P)
-    cache = KVCache(engine.model, len(req.prompt_ids), len(req.prompt_ids) + req.max_new)
-    logits = engine.model(input_ids=ids, cache=cache.cache, logits_to_keep=1).logits[:, -1].float()
+    cache = KVCache(engine.model, len(req.prompt_ids), req.max_new, engine.shared_prefix)
+    logits = cache.prefill(ids).float()  # (1, V)
     req.state = DecodeState(rows, cache, logits.expand(len(rows), -1), engine.vocab_size, engine.config.decode_width)
     cache.fork(req.state.width)
     req.timings.prefill_s = time.perf_counter() - t0
@@ -91,14 +91,12 @@ def step(engine, req: Request) -> None:
             st.slots = [st.slots[i] for i in live]
         elif live:
             st.cache.keep(live)
-            st.slots = list(range(len(live)))
+            st.slots, st.width = list(range(len(live))), len(live)
     # 4) forward the token column of the live rows (padded to the fixed width with token 0)
     if st.rows:
-        st.cache.reserve(len(req.prompt_ids) + len(st.rows[0].token_ids))
         slots = torch.tensor(st.slots, device=tokens.device)
         column = torch.zeros(st.width, dtype=tokens.dtype, device=tokens.device).index_copy_(0, slots, tokens)
-        out = engine.model(input_ids=column[:, None], cache=st.cache.cache)
-        st.logits = out.logits[:, -1].float()[slots]  # (R_live, V)
+        st.logits = st.cache.decode(column, len(st.rows[0].token_ids)).float()[slots]  # (R_live, V)
     req.timings.decode_s += time.perf_counter() - t0
 
 

@@ -7,7 +7,7 @@ from collections import deque
 
 import torch
 
-from nsample import decode
+from nsample import decode, prefix_attention
 from nsample.config import EngineConfig
 from nsample.errors import InvalidRequest, NSampleError, QueueFull
 from nsample.kv_cache import kv_bytes_per_token
@@ -41,6 +41,7 @@ class Engine:
         self.eos_ids = {t for t in ([eos] if isinstance(eos, int) else eos or []) + [tokenizer.eos_token_id]
                         if t is not None}
         self._kv_per_token = kv_bytes_per_token(model)
+        self.shared_prefix = config.shared_prefix is not False and prefix_attention.enable(model)
         self._waiting: deque[Request] = deque()
         self._active: list[Request] = []
         self._cv = threading.Condition()

@@ -3,7 +3,10 @@
 Order (as in vLLM): penalties -> logit bias -> temperature -> top-k -> top-p -> min-p -> sample.
 Randomness is per row: each row owns a seeded torch.Generator and draws exactly V exponentials per
 step whatever the other rows do, so a row's tokens depend only on its seed (the Gumbel-max /
-exponential-race trick: argmax(p / E) with E ~ Exp(1) is an exact sample from p).
+exponential-race trick: argmax(p / E) with E ~ Exp(1) is an exact sample from p). Inverse-CDF
+sampling would need one draw instead of V, but its cumulative sum turns last-bit differences between
+a batch of n and a batch of 1 into token flips far more often (seen in the seed-contract test); the
+race flips only when the two best perturbed scores are within rounding of each other.
 """
 import torch
 
@@ -48,11 +51,14 @@ def apply_min_p(logits, min_p):
 
 
 def sample(logits, temperature, generators):
-    # logits (R, V) after filtering; generators: one per row -> tokens (R,)
+    # logits (R, V) after filtering; generators: one per row (None for greedy rows) -> tokens (R,)
+    if all(g is None for g in generators):
+        return logits.argmax(-1)
     probs = logits.softmax(-1)
-    q = torch.empty_like(probs)
+    q = torch.ones_like(probs)
     for i, g in enumerate(generators):
-        q[i].exponential_(generator=g)
+        if g is not None:
+            q[i].exponential_(generator=g)
     sampled = (probs / q).argmax(-1)
     return torch.where(temperature > 0, sampled, logits.argmax(-1))
 

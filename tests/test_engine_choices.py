@@ -219,3 +219,23 @@ def test_fixed_decode_width_pads_rows_and_keeps_the_seed_contract():
     finally:
         handle.remove()
         engine.close()
+
+
+def test_shared_prefix_attention_gives_the_same_tokens_as_a_forked_cache(tiny_engine):
+    from nsample.tiny_model import tiny_model
+
+    assert tiny_engine.shared_prefix
+    model, tok = tiny_model()
+    forked = Engine(model, tok, EngineConfig(shared_prefix=False))
+    try:
+        assert not forked.shared_prefix
+        prompt = [100 + i % 77 for i in range(300)]
+        # 200 tokens: past the first preallocation; stop "e": rows end at different steps and are compacted
+        for kwargs in (dict(n=4, seed=3), dict(temperature=0), dict(n=6, seed=4, stop=["e"])):
+            a = tiny_engine.generate(prompt, max_tokens=200, ignore_eos=True, **kwargs)
+            b = forked.generate(prompt, max_tokens=200, ignore_eos=True, **kwargs)
+            assert [c.token_ids for c in a.choices] == [c.token_ids for c in b.choices]
+        lengths = {len(c.token_ids) for c in a.choices}
+        assert len(lengths) > 1, "rows did not end at different steps; compaction untested"
+    finally:
+        forked.close()
