@@ -12,6 +12,7 @@ import sys
 import typing
 
 from nsample.config import EngineConfig
+from nsample.remote import config as remote_config
 from nsample.server.config import ServerConfig
 
 API_KEY_ENV = "NSAMPLE_API_KEY"  # read when --api-key is not given (keeps the key out of the process list)
@@ -19,7 +20,7 @@ API_KEY_ENV = "NSAMPLE_API_KEY"  # read when --api-key is not given (keeps the k
 
 def field_notes(cls) -> dict[str, str]:
     """Each field's trailing `# comment` in the dataclass source: the one place its meaning is written."""
-    return dict(re.findall(r"^\s+(\w+):[^#\n]*#\s*(.+)$", inspect.getsource(cls), re.M))
+    return dict(re.findall(r"^\s+(\w+):[^#\n]*#\s*(.+)$", inspect.getsource(cls), re.MULTILINE))
 
 
 def add_dataclass_options(parser: argparse.ArgumentParser, cls) -> None:
@@ -43,24 +44,31 @@ def build_parser() -> argparse.ArgumentParser:
                                             f"${API_KEY_ENV}.")
     add_dataclass_options(serve, EngineConfig)
     add_dataclass_options(serve, ServerConfig)
+    remote_config.add_arguments(serve)  # --upstream URL …: serve an OpenAI-compatible server instead of a local model
     return parser
 
 
 def split_options(options: dict) -> tuple[EngineConfig, ServerConfig]:
     names = {f.name for f in dataclasses.fields(EngineConfig)}
-    server = {k: v for k, v in options.items() if k not in names}
+    server = {k: v for k, v in options.items() if k in {f.name for f in dataclasses.fields(ServerConfig)}}
     if "api_key" not in server and os.environ.get(API_KEY_ENV):
         server["api_key"] = os.environ[API_KEY_ENV]
     return EngineConfig(**{k: v for k, v in options.items() if k in names}), ServerConfig(**server)
 
 
-def serve(engine_config: EngineConfig, config: ServerConfig) -> None:
+def serve(engine_config: EngineConfig, config: ServerConfig, remote: remote_config.RemoteConfig | None = None
+          ) -> None:
     import uvicorn
 
     import nsample
     from nsample.server import create_app
 
-    engine = nsample.load(**dataclasses.asdict(engine_config))
+    if remote is not None:
+        from nsample.remote import RemoteEngine
+
+        engine = RemoteEngine(remote, engine_config)
+    else:
+        engine = nsample.load(**dataclasses.asdict(engine_config))
     try:
         print(f"nsample: serving {engine.name!r} at http://{config.host}:{config.port}/v1"
               f"{' (API key required)' if config.api_key else ''}", file=sys.stderr)
@@ -78,7 +86,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.print_help()
         parser.exit(2)
     try:
-        serve(*split_options(options))
+        remote = remote_config.pop_options(options)
+        serve(*split_options(options), remote)
     except NSampleError as e:
         parser.exit(1, f"nsample: {e.message}\n")
 

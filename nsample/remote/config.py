@@ -1,4 +1,4 @@
-"""Remote engine configuration: one dataclass; the `--upstream…` options and NSAMPLE_UPSTREAM… variables derive from it."""
+"""Remote engine configuration: one dataclass; the --upstream… options and $NSAMPLE_UPSTREAM… derive from it."""
 import argparse
 import os
 from dataclasses import MISSING, dataclass, field, fields
@@ -44,21 +44,30 @@ def _env(name: str) -> str:
     return "NSAMPLE_UPSTREAM" if name == "url" else "NSAMPLE_UPSTREAM_" + name.upper()
 
 
+def _kind(f):
+    return float if f.type is float else int if f.type is int else _url if f.name == "url" else str
+
+
+def _url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"the upstream URL must start with http:// or https://, got {value!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add --upstream, --upstream-api-key, … (defaults from NSAMPLE_UPSTREAM, NSAMPLE_UPSTREAM_API_KEY, …)."""
+    """Add --upstream, --upstream-api-key, … (defaults from $NSAMPLE_UPSTREAM, $NSAMPLE_UPSTREAM_API_KEY, …)."""
     group = parser.add_argument_group("remote engine", "serve an OpenAI-compatible upstream instead of a local model")
     for f in fields(RemoteConfig):
-        kind = float if f.type is float else int if f.type is int else str
         default = None if f.default is MISSING else f.default
-        group.add_argument(_flag(f.name), dest="upstream_" + f.name, type=kind, default=os.environ.get(_env(f.name)),
+        group.add_argument(_flag(f.name), dest="upstream_" + f.name, type=_kind(f),
+                           default=os.environ.get(_env(f.name), argparse.SUPPRESS),  # unset: not in the namespace
                            choices=MODES if f.name == "mode" else None,
-                           help=f"{f.metadata['help']} [${_env(f.name)}; default: {default}]")
+                           help=f"{f.metadata['help']} (${_env(f.name)}; default: {default})".replace("%", "%%"))
 
 
-def from_args(args: argparse.Namespace) -> RemoteConfig | None:
-    """The RemoteConfig the parsed options ask for, or None when no --upstream was given."""
-    given = {f.name: getattr(args, "upstream_" + f.name) for f in fields(RemoteConfig)}
+def pop_options(options: dict) -> RemoteConfig | None:
+    """Take the upstream_* entries out of parsed options: the RemoteConfig they ask for, or None without --upstream."""
+    given = {f.name: options.pop("upstream_" + f.name, None) for f in fields(RemoteConfig)}
     if not given["url"]:
         return None
-    kinds = {f.name: float if f.type is float else int if f.type is int else str for f in fields(RemoteConfig)}
-    return RemoteConfig(**{k: kinds[k](v) for k, v in given.items() if v is not None})
+    return RemoteConfig(**{f.name: _kind(f)(given[f.name]) for f in fields(RemoteConfig) if given[f.name] is not None})

@@ -1,8 +1,9 @@
-"""One OpenAI-compatible upstream: a pooled httpx client, the request bodies nsample sends it, and its answers as chunks."""
+"""One OpenAI-compatible upstream: a pooled httpx client, the bodies nsample sends it, and its answers as chunks."""
 import json
 
 import httpx
 
+from nsample.errors import InvalidRequest
 from nsample.prompts import normalize_messages
 from nsample.remote.config import RemoteConfig
 from nsample.remote.errors import UpstreamError, from_exception, from_status
@@ -20,8 +21,6 @@ def check_prompt(prompt):
     if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(
             isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt)):
         return prompt
-    from nsample.errors import InvalidRequest
-
     raise InvalidRequest("The prompt must be a string, a list of chat messages or a list of token ids.",
                          param="prompt", code="invalid_type")
 
@@ -76,7 +75,7 @@ class Upstream:
                     if data == "[DONE]":
                         return
                     yield _checked(self.url, json.loads(data))
-        except Exception as e:  # noqa: BLE001 - every failure becomes an NSampleError (cancellation passes)
+        except Exception as e:
             raise from_exception(self.url, e) from e
 
     async def get(self, path: str) -> dict:
@@ -85,7 +84,7 @@ class Upstream:
             if r.status_code >= 400:
                 raise from_status(self.url, r.status_code, r.text)
             return r.json()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise from_exception(self.url, e) from e
 
     async def aclose(self) -> None:

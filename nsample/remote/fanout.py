@@ -1,0 +1,38 @@
+"""Fan-out: n concurrent single-choice upstream requests, seeds seed + i, merged into one request's events."""
+import asyncio
+
+from nsample.outputs import Usage
+from nsample.remote.errors import UpstreamError
+from nsample.remote.relay import Relayed, relay, total_usage
+from nsample.remote.upstream import Upstream
+from nsample.request import Request
+
+
+async def fanout(up: Upstream, req: Request, prompt, stream: bool, concurrency: int) -> Usage:
+    """At most `concurrency` upstream requests at once; a failing choice cancels its siblings."""
+    p = req.params
+    groups = [list(range(p.n))] if p.greedy else [[i] for i in range(p.n)]  # greedy: one answer serves all n
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(indices: list[int]) -> tuple[Relayed, int]:
+        async with gate:
+            path, body = up.body(prompt, p, n=1, seed=req.seeds[indices[0]], stream=stream)
+            r = await relay(up, req, path, body, {0: indices})
+        if r.unfinished:
+            raise UpstreamError(f"The upstream {up.url} ended choice {indices[0]}'s stream before it finished. "
+                                f"Servers that cut a stream short when another request arrives (llama-cpp-python "
+                                f"without --interrupt_requests False) need --upstream-concurrency 1.")
+        return r, len(indices)
+
+    return await total_usage(up, prompt, await all_or_none([one(g) for g in groups]))
+
+
+async def all_or_none(coros) -> list:
+    """Run the coroutines concurrently; when one fails (or the caller is cancelled) cancel and await the others."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)  # their upstream streams are closed on return
