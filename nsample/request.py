@@ -20,6 +20,7 @@ class Request:
         self.submitted = time.perf_counter()
         self.cancelled = False
         self.done = threading.Event()
+        self.started = threading.Event()  # set at the first output: events, the end, or an error
         self.error: BaseException | None = None
         self._items: queue.SimpleQueue = queue.SimpleQueue()
         self._wake = None  # set by an async consumer: wakes its event loop
@@ -41,12 +42,14 @@ class Request:
 
     def finish(self, error: BaseException | None = None) -> None:
         self.error = error
-        self.timings.completion_tokens = sum(len(c.token_ids) for c in self.choices)
+        counted = sum(len(c.token_ids) for c in self.choices)
+        self.timings.completion_tokens = self.usage.completion_tokens if self.usage is not None else counted
         self.done.set()
         self._put(error if error is not None else _END)
 
     def _put(self, item) -> None:
         self._items.put(item)
+        self.started.set()
         if self._wake is not None:
             self._wake()
 

@@ -39,6 +39,16 @@ def test_unreachable_upstream_through_the_api(down):
     assert err["type"] == "upstream_error" and "unreachable" in err["message"] and down.remote.url in err["message"]
 
 
+def test_a_stream_from_an_unreachable_upstream_is_a_502_not_a_200(down):
+    with live_server(create_app(down, ServerConfig())) as url:
+        r = httpx.post(url + "/v1/chat/completions", json={"model": "ghost", "messages": HELLO, "n": 2, "stream": True},
+                       timeout=30)
+        c = httpx.post(url + "/v1/completions", json={"model": "ghost", "prompt": ["a", "b"], "stream": True},
+                       timeout=30)
+    assert (r.status_code, c.status_code) == (502, 502)
+    assert r.json()["error"]["type"] == c.json()["error"]["type"] == "upstream_error"
+
+
 def test_without_a_model_name_an_unreachable_upstream_fails_at_start():
     with pytest.raises(UpstreamError, match="unreachable"):
         RemoteEngine(RemoteConfig(f"http://127.0.0.1:{free_port()}/v1", connect_timeout=2))

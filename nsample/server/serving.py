@@ -4,6 +4,7 @@ Everything is validated and submitted before a stream starts (the engine's submi
 input is always an HTTP error, never a 200 followed by an error event. Errors come back as values (NSampleError);
 the routes turn them into responses through nsample.server.errors.
 """
+import asyncio
 import hashlib
 import time
 import uuid
@@ -49,7 +50,7 @@ class OpenAIServing:
             return e
         head = self._head("chatcmpl")
         if req.stream:
-            return chat.stream(head, reqs[0], req.include_usage)
+            return await self._started(reqs) or chat.stream(head, reqs[0], req.include_usage)
         return await self._finish(reqs, lambda: chat.response(head, reqs[0]))
 
     async def completions(self, req: CompletionRequest) -> CompletionResponse | Result:
@@ -66,7 +67,7 @@ class OpenAIServing:
             return e
         n, head, top = req.n or 1, self._head("cmpl"), req.logprobs
         if req.stream:
-            return completions.stream(head, reqs, n, echoes, top, req.include_usage)
+            return await self._started(reqs) or completions.stream(head, reqs, n, echoes, top, req.include_usage)
         return await self._finish(reqs, lambda: completions.response(head, reqs, n, echoes, top))
 
     # --- helpers -----------------------------------------------------------------------------------------
@@ -84,6 +85,17 @@ class OpenAIServing:
             cancel(reqs)
             raise
         return reqs
+
+    async def _started(self, reqs: list[Request]) -> NSampleError | None:
+        """Wait for every request's first output, so a failure before the first token (an upstream that is down)
+        is an HTTP error, not a 200 followed by an error event."""
+        while not all(r.started.is_set() for r in reqs):
+            await asyncio.sleep(0.005)
+        error = next((r.error for r in reqs if r.error is not None), None)
+        if error is None:
+            return None
+        cancel(reqs)
+        return error if isinstance(error, NSampleError) else server_error(error)
 
     async def _finish(self, reqs: list[Request], build):
         try:
