@@ -14,6 +14,8 @@ import uvicorn
 
 import nsample
 from nsample.config import EngineConfig
+from nsample.remote import RemoteEngine
+from nsample.remote import config as remote_config
 from nsample.server.config import ServerConfig
 from nsample.ui import build_app
 
@@ -40,12 +42,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dtype", default=env.get("NSAMPLE_DTYPE") or engine.dtype, help="auto, float32, bfloat16, ...")
     p.add_argument("--api-key", default=env.get("NSAMPLE_API_KEY") or server.api_key,
                    help="require this bearer key on /v1 (env NSAMPLE_API_KEY; default: open)")
+    remote_config.add_arguments(p)  # --upstream URL (env NSAMPLE_UPSTREAM) …: an OpenAI-compatible server's model
     return p.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    engine = nsample.load(args.model, device=args.device, dtype=args.dtype)
+    remote = remote_config.pop_options(vars(args))
+    engine = RemoteEngine(remote) if remote else nsample.load(args.model, device=args.device, dtype=args.dtype)
     config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key)
     app = build_app(engine, config)
     print(f"nsample: {engine.name} on {engine.device}; page http://{args.host}:{args.port}/ , "

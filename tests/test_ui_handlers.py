@@ -1,5 +1,6 @@
 """The UI's handlers against the tiny engine: streaming, cancel, reproduce, parsing, hints (no Gradio involved)."""
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -32,7 +33,7 @@ async def test_streaming_grows_n_texts_together(tiny_engine):
     first_texts, first_finish, _ = snaps[0]
     assert first_texts == ["", "", ""] and first_finish == [None, None, None]  # cards exist before any token
     assert [c.seed for c in run.cards] == [7, 8, 9]
-    for (before, _, _), (after, _, _) in zip(snaps, snaps[1:]):
+    for (before, _, _), (after, _, _) in itertools.pairwise(snaps):
         assert all(b2.startswith(b1) for b1, b2 in zip(before, after))  # each text only grows
     growing = [s for s in snaps[1:-1] if all(s[0])]
     assert len(snaps) > 3 and growing, "expected intermediate snapshots with all three texts under way"

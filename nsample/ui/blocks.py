@@ -11,8 +11,8 @@ import gradio as gr
 from nsample.errors import NSampleError
 from nsample.ui import handlers, report
 from nsample.ui.api_help import api_base, api_markdown, api_snippet
-from nsample.ui.cards import CSS, card_html, reproduction_html
-from nsample.ui.export import usage_table, write_exports
+from nsample.ui.cards import card_html, reproduction_html
+from nsample.ui.export import prune_exports, usage_table, write_exports
 from nsample.ui.layout import Page, build_page
 from nsample.ui.run import UI_MAX_N, Run, RunSpec
 
@@ -26,14 +26,15 @@ def build_blocks(engine, key_required: bool = False) -> gr.Blocks:
     with gr.Blocks(title="nsample", delete_cache=(3600, 3600)) as demo:
         page = build_page(engine.name, max_n)
         _wire(demo, page, engine, key_required)
-    # UI events share the engine with the API: a few runs at once per app, never one user at a time
+    # no per-event queue of one: Generate and Reproduce share one limit (the engine's max_active, set in _wire),
+    # the engine round-robins them with API requests, and the light events run outside the queue
     demo.queue(default_concurrency_limit=None)
     return demo
 
 
 def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool) -> None:
     limit = max(1, engine.config.max_active)
-    local = dict(queue=False, api_visibility="private")
+    local = {"queue": False, "api_visibility": "private"}
     page.mode.change(_mode_visibility, page.mode, [page.system, page.user, page.prompt], **local)
     page.n.change(lambda k: [gr.Column(visible=i < int(k)) for i in range(len(page.columns))], page.n,
                   page.columns, **local)
@@ -102,6 +103,7 @@ def _started(page: Page, run: Run) -> dict:
 
 async def _finished(page: Page, run: Run) -> dict:
     rep = await asyncio.to_thread(report.summarize, run)
+    await asyncio.to_thread(prune_exports, EXPORT_DIR)
     json_path, csv_path = await asyncio.to_thread(write_exports, run, EXPORT_DIR / uuid.uuid4().hex, rep.diversity)
     return {page.status: _status(run), page.headline: rep.headline, page.table: _display(usage_table(run, text=False)),
             page.tokens_plot: rep.tokens_figure, page.similarity_plot: rep.similarity_figure, page.run: run,

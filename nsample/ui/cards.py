@@ -5,7 +5,10 @@ from nsample.ui.run import Card
 
 CSS = """
 #ns-cards { display: grid !important; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr)); gap: 12px; }
+#ns-cards { align-items: stretch !important; }
 #ns-cards > .column { min-width: 0 !important; width: auto !important; justify-content: space-between; }
+#ns-cards .ns-card-slot { flex-grow: 1; display: flex; flex-direction: column; }
+#ns-cards .ns-card-slot > div, #ns-cards .ns-card-slot .ns-card { flex-grow: 1; }
 .ns-card { border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 10px 12px;
            background: var(--background-fill-secondary); min-height: 120px; }
 .ns-head { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; font-size: 12px;

@@ -1,6 +1,7 @@
 """A finished run as data: the usage table (pandas), a JSON record and the two download files."""
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -59,6 +60,14 @@ def write_exports(run: Run, folder: str | Path, diversity: dict | None = None) -
     json_path.write_text(json.dumps(run_record(run, diversity), indent=2, ensure_ascii=False, default=_plain))
     usage_table(run).to_csv(csv_path, index=False)
     return json_path, csv_path
+
+
+def prune_exports(folder: str | Path, max_age_s: float = 3600) -> None:
+    """Delete export folders older than `max_age_s` (Gradio serves its own copies of the files)."""
+    now = time.time()
+    for old in Path(folder).glob("*/"):
+        if now - old.stat().st_mtime > max_age_s:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _plain(value):
