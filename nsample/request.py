@@ -50,8 +50,11 @@ class Request:
     def _put(self, item) -> None:
         self._items.put(item)
         self.started.set()
-        if self._wake is not None:
-            self._wake()
+        if (wake := self._wake) is not None:
+            try:
+                wake()
+            except RuntimeError:  # the consumer's event loop has closed: nobody is listening any more
+                self._wake = None
 
     # --- caller side ---------------------------------------------------------------------------------
     def cancel(self) -> None:
@@ -88,6 +91,7 @@ class Request:
                 for ev in item:
                     yield ev
         finally:
+            self._wake = None
             self.cancel()
 
     def result(self, timeout: float | None = None) -> GenerationResult:

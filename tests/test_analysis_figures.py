@@ -38,6 +38,7 @@ def test_tokens_per_choice_has_a_bar_trace_per_finish_reason():
     assert list(stop.x) == [0, 2, 3] and list(stop.y) == [6, 6, 3]
     assert figure.layout.title.text == "Tokens per choice (n=4)"
     assert figure.layout.xaxis.title.text == "choice index"
+    assert list(figure.layout.xaxis.categoryarray) == [0, 1, 2, 3]  # bars in index order, whatever the colours
     assert figure.layout.yaxis.title.text == "completion tokens"
     assert "seed" in stop.hovertemplate and "tokens" in stop.hovertemplate
     assert "&lt;b&gt;prices&lt;/b&gt; fell" in stop.customdata[2][3]  # text is shown escaped

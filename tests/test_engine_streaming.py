@@ -135,3 +135,18 @@ async def test_async_stream_and_cancellation(tiny_engine):
     with pytest.raises(asyncio.CancelledError):
         await task
     await asyncio.to_thread(_wait_idle, tiny_engine)
+
+
+def test_a_consumer_whose_event_loop_closed_does_not_break_the_engine(tiny_engine):
+    async def read_two():
+        req = tiny_engine.submit("Closed loop", n=2, seed=1, max_tokens=4000, ignore_eos=True)
+        agen = req.__aiter__()
+        await agen.__anext__()
+        return req  # the async generator is left open: its loop closes under it
+
+    loop = asyncio.new_event_loop()
+    req = loop.run_until_complete(read_two())
+    loop.close()
+    req.cancel()
+    _wait_idle(tiny_engine)
+    assert len(tiny_engine.generate("Still alive", n=2, seed=0, max_tokens=3).choices) == 2

@@ -35,7 +35,8 @@ def tokens_per_choice(data: Choices) -> go.Figure:
         figure.add_bar(x=rows["index"], y=rows["completion_tokens"], name=f"finished: {reason}",
                        customdata=_hover_data(rows), hovertemplate=_CHOICE_HOVER + "%{y} tokens<extra></extra>")
     figure.update_layout(title=f"Tokens per choice (n={len(table)})", barmode="overlay",
-                         xaxis={"title": "choice index", "type": "category"},
+                         xaxis={"title": "choice index", "type": "category", "categoryorder": "array",
+                                "categoryarray": sorted(table["index"])},
                          yaxis_title="completion tokens", legend_title="finish reason")
     return figure
 
