@@ -21,6 +21,7 @@ class Request:
         self.cancelled = False
         self.done = threading.Event()
         self.started = threading.Event()  # set at the first output: events, the end, or an error
+        self.published = 0  # events published so far
         self.error: BaseException | None = None
         self._items: queue.SimpleQueue = queue.SimpleQueue()
         self._wake = None  # set by an async consumer: wakes its event loop
@@ -30,6 +31,7 @@ class Request:
 
     # --- worker side ---------------------------------------------------------------------------------
     def publish(self, events: list[StreamEvent]) -> None:
+        self.published += len(events)
         for ev in events:
             c = self.choices[ev.index]
             c.text += ev.text

@@ -60,10 +60,10 @@ def prompt_of(tokenizer, length: int) -> list[int]:
     return ids[:length]
 
 
-def timed(fn, device):
+def timed(device, fn, *args):
     with PeakMemory(device) as mem:
         t0 = time.perf_counter()
-        fn()
+        fn(*args)
         if device.type == "cuda":
             torch.cuda.synchronize()
         wall = time.perf_counter() - t0
@@ -109,9 +109,9 @@ def main():
     for P in args.prompts:
         ids = prompt_of(tok, P)
         for n in args.n:
-            ns, ns_mem = timed(lambda: run_nsample(ids, n), dev)
-            nrs, nrs_mem = timed(lambda: run_nrs(ids, n), dev)
-            seq = timed(lambda: run_seq(ids, n), dev)[0] if n <= args.skip_sequential_above else float("nan")
+            ns, ns_mem = timed(dev, run_nsample, ids, n)
+            nrs, nrs_mem = timed(dev, run_nrs, ids, n)
+            seq = timed(dev, run_seq, ids, n)[0] if n <= args.skip_sequential_above else float("nan")
             toks = n * T
             rates[P, n] = toks / ns
             print(f"{P:>6} {n:>3} | {ns:9.2f} {toks / ns:7.1f} {ns_mem:6.0f} | {nrs:7.2f} {toks / nrs:7.1f} "

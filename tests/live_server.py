@@ -1,6 +1,7 @@
 """A real uvicorn server on a free loopback port, run in a thread and stopped by the test."""
 import contextlib
 import socket
+import subprocess
 import threading
 import time
 
@@ -31,3 +32,13 @@ def live_server(app, **uvicorn_kwargs):
     finally:
         server.should_exit = True
         thread.join(timeout=15)
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """Terminate a server started by a test; kill it if it does not stop in time."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 from api_helpers import HELLO, MODEL, TIMEOUT, chat_body, error_of, idle, wait_until
-from live_server import free_port, live_server
+from live_server import free_port, live_server, stop_process
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
@@ -130,5 +130,4 @@ def test_cli_serves_end_to_end():
         with pytest.raises(openai.BadRequestError):
             client.chat.completions.create(model="tiny", messages=HELLO, n=4)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop_process(proc)

@@ -7,7 +7,7 @@ import time
 import httpx
 import openai
 import pytest
-from live_server import free_port, live_server
+from live_server import free_port, live_server, stop_process
 
 from nsample.model_loader import embedded_gguf
 from nsample.remote import RemoteConfig, RemoteEngine
@@ -54,12 +54,7 @@ def llama(tmp_path_factory):
             time.sleep(0.25)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 @pytest.fixture(scope="module")

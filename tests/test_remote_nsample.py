@@ -1,11 +1,11 @@
 """A RemoteEngine in front of another nsample server: native n in one request, fan-out, cancellation, errors."""
 import asyncio
 import json
-import time
 
 import httpx
 import openai
 import pytest
+from api_helpers import idle, wait_until
 from live_server import live_server
 
 from nsample.errors import NSampleError
@@ -17,17 +17,6 @@ LONG = {"max_tokens": 1500, "ignore_eos": True}  # about a minute of tiny-model 
 TIMEOUT = 60  # seconds; every client call is bounded
 
 
-def wait_until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def idle(engine) -> bool:
-    return engine.load_info == {"waiting": 0, "active": 0}
 
 
 def sse(response: httpx.Response) -> list:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from live_server import free_port
+from live_server import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_NAMES = ("NSAMPLE_MODEL", "PORT", "GRADIO_SERVER_PORT", "GRADIO_SERVER_NAME", "SYSTEM", "NSAMPLE_API_KEY")
@@ -70,12 +70,7 @@ def test_python_app_py_serves_page_and_api(tmp_path):
                           json={"model": "nsample/tiny-random", "prompt": "Hi", "n": 3, "max_tokens": 4}).json()
         assert [c["index"] for c in done["choices"]] == [0, 1, 2]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
 
 
 def test_space_requirements_mirror_pyproject():

@@ -91,7 +91,7 @@ class OpenAIServing:
         is an HTTP error, not a 200 followed by an error event."""
         while not all(r.started.is_set() for r in reqs):
             await asyncio.sleep(0.005)
-        error = next((r.error for r in reqs if r.error is not None), None)
+        error = next((r.error for r in reqs if r.error is not None and not r.published), None)
         if error is None:
             return None
         cancel(reqs)
