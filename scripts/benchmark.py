@@ -1,58 +1,22 @@
 """nsample against Hugging Face generate(num_return_sequences=n) and n sequential generate calls.
 
-Every configuration runs the three methods side by side in one process, on the same model, with
-max_new_tokens new tokens per choice (eos ignored), and prints wall time, aggregate tokens/s, peak
-memory and the ratios. Usage: python scripts/benchmark.py [--model M] [--prompts 16 512 1024] [--n 1 4 8 16]
+For each prompt length and n, the three methods run side by side in one benchmark run, each in a
+fresh process (so no method inherits another's allocator state: a prior HF run was seen to slow the
+next run by 20%), on the same model, with max_new_tokens new tokens per choice (eos ignored). It
+prints wall time, aggregate tokens/s, peak memory above the loaded model, and the ratios.
+Usage: python scripts/benchmark.py [--model M] [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64]
 """
 import argparse
-import os
-import threading
+import json
+import subprocess
+import sys
 import time
 
 import torch
 
-import nsample
-
 TEXT = ("The history of the printing press begins in the fifteenth century, when movable type changed how "
         "books were made, copied and read across Europe and beyond. ")
-
-
-class PeakMemory:
-    """Peak memory above the starting point: CUDA allocator stats, else the process RSS sampled every 5 ms."""
-
-    def __init__(self, device):
-        self.cuda = device.type == "cuda"
-
-    def __enter__(self):
-        if self.cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            self.base = torch.cuda.memory_allocated()
-            return self
-        self.base = self.peak = _rss()
-        self.running = True
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-        return self
-
-    def _sample(self):
-        while self.running:
-            self.peak = max(self.peak, _rss())
-            time.sleep(0.005)
-
-    def __exit__(self, *exc):
-        if self.cuda:
-            torch.cuda.synchronize()
-            self.mib = (torch.cuda.max_memory_allocated() - self.base) / 2**20
-        else:
-            self.running = False
-            self.thread.join()
-            self.mib = (self.peak - self.base) / 2**20
-
-
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+METHODS = ("nsample", "nrs", "seq")
 
 
 def prompt_of(tokenizer, length: int) -> list[int]:
@@ -60,14 +24,61 @@ def prompt_of(tokenizer, length: int) -> list[int]:
     return ids[:length]
 
 
-def timed(device, fn, *args):
-    with PeakMemory(device) as mem:
-        t0 = time.perf_counter()
-        fn(*args)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        wall = time.perf_counter() - t0
-    return wall, mem.mib
+def _status_mib(field: str) -> float:
+    """VmRSS (resident now) or VmHWM (peak resident since the last reset) of this process, in MiB."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
+
+
+def _reset_peak_rss() -> None:
+    with open("/proc/self/clear_refs", "w") as f:  # Linux >= 4.0: "5" resets VmHWM to the current RSS
+        f.write("5")
+
+
+def measure(args) -> dict:
+    """One method at one (prompt, n), in this process: warm up, then time it; peak memory above the loaded model."""
+    import nsample
+
+    engine = nsample.load(args.model, device=args.device)
+    model, tok, dev = engine.model, engine.tokenizer, engine.device
+    ids, n, T = prompt_of(tok, args.one[1]), args.one[2], args.new_tokens
+    hf = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tok.eos_token_id)
+
+    def run(tokens: int):
+        if args.one[0] == "nsample":
+            return engine.generate(ids, n=n, seed=0, max_tokens=tokens, ignore_eos=True)
+        x = torch.tensor([ids], device=dev)
+        with torch.inference_mode():
+            for _ in range(n if args.one[0] == "seq" else 1):
+                model.generate(x, num_return_sequences=1 if args.one[0] == "seq" else n,
+                               max_new_tokens=tokens, min_new_tokens=tokens, **hf)
+
+    run(2)  # warm-up
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        _reset_peak_rss()
+        base = _status_mib("VmRSS")
+    t0 = time.perf_counter()
+    run(T)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    if dev.type == "cuda":
+        peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+    else:
+        peak = _status_mib("VmHWM") - base
+    engine.close()
+    return {"wall": wall, "peak_mib": peak, "device": str(dev), "dtype": str(model.dtype), "model": engine.name}
+
+
+def spawn(args, method: str, P: int, n: int) -> dict:
+    cmd = [sys.executable, __file__, "--one", method, str(P), str(n), "--new-tokens", str(args.new_tokens),
+           "--device", args.device] + (["--model", args.model] if args.model else [])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main():
@@ -78,48 +89,36 @@ def main():
     ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 8, 16])
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--skip-sequential-above", type=int, default=64, help="skip n sequential calls for larger n")
+    ap.add_argument("--one", nargs=3, metavar=("METHOD", "PROMPT", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one:
+        args.one = [args.one[0], int(args.one[1]), int(args.one[2])]
+        print(json.dumps(measure(args)))
+        return
 
-    engine = nsample.load(args.model, device=args.device)
-    model, tok, dev = engine.model, engine.tokenizer, engine.device
     T = args.new_tokens
-    print(f"model {engine.name} on {dev} ({model.dtype}), torch {torch.__version__}, threads "
-          f"{torch.get_num_threads()}, {T} new tokens per choice, eos ignored")
-    hf = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=T, min_new_tokens=T,
-              pad_token_id=tok.eos_token_id)
-
-    def run_nsample(ids, n):
-        engine.generate(ids, n=n, seed=0, max_tokens=T, ignore_eos=True)
-
-    def run_nrs(ids, n):
-        with torch.inference_mode():
-            model.generate(torch.tensor([ids], device=dev), num_return_sequences=n, **hf)
-
-    def run_seq(ids, n):
-        with torch.inference_mode():
-            for _ in range(n):
-                model.generate(torch.tensor([ids], device=dev), **hf)
-
-    run_nsample(prompt_of(tok, 16), 2), run_nrs(prompt_of(tok, 16), 2)  # warm-up
     header = (f"{'prompt':>6} {'n':>3} | {'nsample s':>9} {'tok/s':>7} {'MiB':>6} | {'nrs s':>7} {'tok/s':>7} "
               f"{'MiB':>6} | {'seq s':>7} {'tok/s':>7} | {'vs nrs':>6} {'vs seq':>6}")
-    print(header)
-    print("-" * len(header))
-    rates = {}
+    rates, first = {}, True
     for P in args.prompts:
-        ids = prompt_of(tok, P)
         for n in args.n:
-            ns, ns_mem = timed(dev, run_nsample, ids, n)
-            nrs, nrs_mem = timed(dev, run_nrs, ids, n)
-            seq = timed(dev, run_seq, ids, n)[0] if n <= args.skip_sequential_above else float("nan")
+            r = {m: spawn(args, m, P, n) for m in METHODS if m != "seq" or n <= args.skip_sequential_above}
+            if first:
+                print(f"model {r['nsample']['model']} on {r['nsample']['device']} ({r['nsample']['dtype']}), torch "
+                      f"{torch.__version__}, {torch.get_num_threads()} threads, {T} new tokens per choice, eos "
+                      f"ignored, each measurement in a fresh process\n{header}\n{'-' * len(header)}")
+                first = False
             toks = n * T
-            rates[P, n] = toks / ns
-            print(f"{P:>6} {n:>3} | {ns:9.2f} {toks / ns:7.1f} {ns_mem:6.0f} | {nrs:7.2f} {toks / nrs:7.1f} "
-                  f"{nrs_mem:6.0f} | {seq:7.2f} {toks / seq:7.1f} | {nrs / ns:5.2f}x {seq / ns:5.2f}x", flush=True)
+            ns, nrs = r["nsample"], r["nrs"]
+            seq = r.get("seq", {"wall": float("nan")})
+            rates[P, n] = toks / ns["wall"]
+            print(f"{P:>6} {n:>3} | {ns['wall']:9.2f} {toks / ns['wall']:7.1f} {ns['peak_mib']:6.0f} | "
+                  f"{nrs['wall']:7.2f} {toks / nrs['wall']:7.1f} {nrs['peak_mib']:6.0f} | {seq['wall']:7.2f} "
+                  f"{toks / seq['wall']:7.1f} | {nrs['wall'] / ns['wall']:5.2f}x {seq['wall'] / ns['wall']:5.2f}x",
+                  flush=True)
     for P in args.prompts:
         if (P, 1) in rates and (P, 8) in rates:
-            print(f"prompt {P}: nsample n=8 aggregate tokens/s = {rates[P, 8] / rates[P, 1]:.2f}x n=1")
-    engine.close()
+            print(f"prompt {P}: nsample n=8 aggregate tokens/s = {rates[P, 8] / rates[P, 1]:.2f}x its n=1")
 
 
 if __name__ == "__main__":
