@@ -1,4 +1,5 @@
 """The fan-out core on the tiny model: counts, seeds, usage, greedy, limits."""
+import contextlib
 import threading
 
 import pytest
@@ -70,29 +71,28 @@ def test_max_tokens_is_respected(tiny_engine):
     assert all(len(c.token_ids) == 9 and c.finish_reason == "length" for c in r.choices)
 
 
-def _record_forward_shapes(model):
+@contextlib.contextmanager
+def forward_shapes(model):
+    """The input shape of every forward pass the model runs inside the block."""
     shapes = []
     handle = model.model.register_forward_hook(lambda m, args, kwargs, out: shapes.append(
         tuple(kwargs["input_ids"].shape)), with_kwargs=True)
-    return shapes, handle
+    try:
+        yield shapes
+    finally:
+        handle.remove()
 
 
 def test_the_prompt_runs_once_then_n_rows_decode_together(tiny_engine):
-    shapes, handle = _record_forward_shapes(tiny_engine.model)
-    try:
+    with forward_shapes(tiny_engine.model) as shapes:
         r = tiny_engine.generate("Prefill once please", n=6, seed=0, max_tokens=4, ignore_eos=True)
-    finally:
-        handle.remove()
     assert shapes[0] == (1, len(r.prompt_token_ids))
     assert shapes[1:] == [(6, 1)] * 3
 
 
 def test_greedy_returns_n_identical_choices_computed_once(tiny_engine):
-    shapes, handle = _record_forward_shapes(tiny_engine.model)
-    try:
+    with forward_shapes(tiny_engine.model) as shapes:
         r = tiny_engine.generate("Greedy", n=4, temperature=0, max_tokens=10, ignore_eos=True)
-    finally:
-        handle.remove()
     assert len({tuple(c.token_ids) for c in r.choices}) == 1 and len(r.choices) == 4
     assert all(s[0] == 1 for s in shapes)
     assert r.usage.completion_tokens == 40
@@ -209,15 +209,14 @@ def test_fixed_decode_width_pads_rows_and_keeps_the_seed_contract():
 
     model, tok = tiny_model()
     engine = Engine(model, tok, EngineConfig(decode_width=4))
-    shapes, handle = _record_forward_shapes(model)
     try:
-        wide = engine.generate("Fixed width", n=3, seed=5, max_tokens=30, stop=["e"])
+        with forward_shapes(model) as shapes:
+            wide = engine.generate("Fixed width", n=3, seed=5, max_tokens=30, stop=["e"])
         assert {s[0] for s in shapes[1:]} == {4}  # padded to 4 rows, never compacted
         for c in wide.choices:
             alone = engine.generate("Fixed width", n=1, seed=5 + c.index, max_tokens=30, stop=["e"]).choices[0]
             assert (alone.token_ids, alone.text, alone.finish_reason) == (c.token_ids, c.text, c.finish_reason)
     finally:
-        handle.remove()
         engine.close()
 
 
