@@ -124,18 +124,20 @@ class Engine:
                                  f"prompt is {prompt_len} tokens.", param=prompt_param,
                                  code="context_length_exceeded")
         rows = 1 if p.greedy else p.n
-        fits = int(self._kv_budget() // (rows * self._kv_per_token)) - prompt_len
+        budget = self._kv_budget()
+        prompt_kv = prompt_len if self.shared_prefix else rows * prompt_len  # the prompt's KV: once, or per row
+        fits = int((budget / self._kv_per_token - prompt_kv) // rows)  # generated tokens per row that fit
         if p.max_tokens is None:
             if fits < 1:
-                raise InvalidRequest(f"n={p.n} copies of a {prompt_len}-token prompt do not fit in memory.",
+                raise InvalidRequest(f"n={p.n} choices of a {prompt_len}-token prompt do not fit in memory.",
                                      param="n", code="request_too_large")
             return min(room, fits)
         want = min(p.max_tokens, room)
         if want > fits:
-            need = rows * (prompt_len + want) * self._kv_per_token / 2**30
+            need = (prompt_kv + rows * want) * self._kv_per_token / 2**30
             raise InvalidRequest(f"n={p.n} choices of {prompt_len}+{want} tokens need {need:.1f} GiB of KV cache, "
-                                 f"more than the {self._kv_budget() / 2**30:.1f} GiB available; lower n or "
-                                 f"max_tokens.", param="n", code="request_too_large")
+                                 f"more than the {budget / 2**30:.1f} GiB available; lower n or max_tokens.",
+                                 param="n", code="request_too_large")
         return want
 
     def _kv_budget(self) -> float:

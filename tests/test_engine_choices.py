@@ -238,3 +238,21 @@ def test_shared_prefix_attention_gives_the_same_tokens_as_a_forked_cache(tiny_en
         assert len(lengths) > 1, "rows did not end at different steps; compaction untested"
     finally:
         forked.close()
+
+
+def test_memory_admission_counts_a_shared_prompt_once():
+    from nsample.tiny_model import tiny_model
+
+    prompt = [100 + i % 50 for i in range(1000)]  # 16 x 1010 tokens of KV only fit with the prompt stored once
+    for shared in (True, False):
+        model, tok = tiny_model()
+        engine = Engine(model, tok, EngineConfig(kv_budget_gb=0.001, shared_prefix=shared))
+        try:
+            if shared:
+                assert len(engine.generate(prompt, n=16, seed=0, max_tokens=10).choices) == 16
+            else:
+                with pytest.raises(InvalidRequest) as e:
+                    engine.submit(prompt, n=16, max_tokens=10)
+                assert e.value.code == "request_too_large"
+        finally:
+            engine.close()
