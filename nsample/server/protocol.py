@@ -54,6 +54,11 @@ class OpenAIRequest(Strict):
     """What both endpoints share; subclasses declare `stream`, `stream_options` and the sampling fields."""
 
     NEUTRAL: ClassVar[dict[str, tuple]] = {}  # unimplemented field -> the values that leave it unused
+    # extensions both endpoints take, with vLLM's names
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    ignore_eos: bool | None = None
 
     @property
     def include_usage(self) -> bool:
@@ -114,11 +119,6 @@ class ChatCompletionRequest(OpenAIRequest):
     user: str | None = None
     verbosity: Any = None
     web_search_options: Any = None
-    # --- extensions (vLLM names) ---
-    top_k: int | None = None
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    ignore_eos: bool | None = None
 
     def prompt(self) -> list[dict]:
         return [m.model_dump(exclude_none=True) for m in self.messages]
@@ -158,11 +158,6 @@ class CompletionRequest(OpenAIRequest):
     temperature: float | None = None
     top_p: float | None = None
     user: str | None = None
-    # --- extensions (vLLM names) ---
-    top_k: int | None = None
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    ignore_eos: bool | None = None
 
     def prompts(self) -> list[str | list[int]]:
         """One entry per prompt: a string or a list of token ids."""
