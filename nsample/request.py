@@ -20,7 +20,6 @@ class Request:
         self.submitted = time.perf_counter()
         self.cancelled = False
         self.done = threading.Event()
-        self.started = threading.Event()  # set at the first output: events, the end, or an error
         self.published = 0  # events published so far
         self.error: BaseException | None = None
         self._items: queue.SimpleQueue = queue.SimpleQueue()
@@ -51,12 +50,16 @@ class Request:
 
     def _put(self, item) -> None:
         self._items.put(item)
-        self.started.set()
         if (wake := self._wake) is not None:
             try:
                 wake()
             except RuntimeError:  # the consumer's event loop has closed: nobody is listening any more
                 self._wake = None
+
+    @property
+    def started(self) -> bool:
+        """Whether there is output yet: events, the end, or an error."""
+        return self.published > 0 or self.done.is_set()
 
     # --- caller side ---------------------------------------------------------------------------------
     def cancel(self) -> None:

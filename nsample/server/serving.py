@@ -89,7 +89,7 @@ class OpenAIServing:
     async def _started(self, reqs: list[Request]) -> NSampleError | None:
         """Wait for every request's first output, so a failure before the first token (an upstream that is down)
         is an HTTP error, not a 200 followed by an error event."""
-        while not all(r.started.is_set() for r in reqs):
+        while not all(r.started for r in reqs):
             await asyncio.sleep(0.005)
         error = next((r.error for r in reqs if r.error is not None and not r.published), None)
         if error is None:
