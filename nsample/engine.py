@@ -1,21 +1,24 @@
-"""The engine: owns one model, admits requests, and decodes them on one worker thread, step by step."""
+"""The engine: one model, one worker thread. Callers submit requests; each step the worker asks the scheduler
+what to admit, lets the runner prefill, sample and run one batched decode forward, and publishes the news."""
 import functools
 import os
 import secrets
 import threading
-from collections import deque
+import time
 
 import torch
 
-from nsample import decode, prefix_attention
+from nsample import prefix_attention
 from nsample.config import EngineConfig
-from nsample.errors import InvalidRequest, NSampleError, QueueFull
+from nsample.errors import InvalidRequest
 from nsample.kv_cache import kv_bytes_per_token
 from nsample.model_loader import load_pretrained, resolve_device, resolve_dtype
+from nsample.model_runner import ModelRunner
 from nsample.outputs import GenerationResult
 from nsample.prompts import prompt_ids
 from nsample.request import Request
 from nsample.sampling_params import INT64_MIN, SamplingParams
+from nsample.scheduler import Scheduler
 
 
 def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto", **config) -> "Engine":
@@ -42,16 +45,19 @@ class Engine:
                         if t is not None}
         self._kv_per_token = kv_bytes_per_token(model)
         self.shared_prefix = config.shared_prefix is not False and prefix_attention.enable(model)
-        self._waiting: deque[Request] = deque()
-        self._active: list[Request] = []
-        self._cv = threading.Condition()
-        self._closed = False
+        self.kv_budget = self._kv_budget()  # bytes of KV cache, shared by all running requests
+        self.scheduler = Scheduler(config, self.kv_budget)
+        self.runner = ModelRunner(model, tokenizer, config, self.eos_ids, self.vocab_size, self.shared_prefix,
+                                  self.token_text)
         self._worker = threading.Thread(target=self._loop, name="nsample-engine", daemon=True)
         self._worker.start()
 
     # --- public API ----------------------------------------------------------------------------------
-    def submit(self, prompt, params: SamplingParams | None = None, **kwargs) -> Request:
-        """Validate and queue a request; iterate the returned handle for events, or call .result()."""
+    def submit(self, prompt, params: SamplingParams | None = None, *, client: str | None = None, **kwargs) -> Request:
+        """Validate and queue a request; iterate the returned handle for events, or call .result().
+
+        `client` names who asks (an API peer, a page session): admission takes clients in turn, and one client may
+        have at most `max_queue_per_client` requests queued or running."""
         p = SamplingParams.from_kwargs(params, **kwargs)
         if p.n > self.config.max_n:
             raise InvalidRequest(f"Invalid 'n': integer above maximum value. Expected a value <= "
@@ -63,14 +69,9 @@ class Engine:
                                  f"(0..{self.vocab_size - 1}).", param="logit_bias", code="invalid_value")
         ids = prompt_ids(self.tokenizer, prompt, self.vocab_size)
         prompt_param = "messages" if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict) else "prompt"
-        req = Request(ids, p, self._seeds(p), self._max_new(len(ids), p, prompt_param), self.name)
-        with self._cv:
-            if self._closed:
-                raise RuntimeError("the engine is closed")
-            if len(self._waiting) + len(self._active) >= self.config.max_queue:
-                raise QueueFull(self.config.max_queue)
-            self._waiting.append(req)
-            self._cv.notify()
+        max_new = self._max_new(len(ids), p, prompt_param)
+        req = Request(ids, p, self._seeds(p), max_new, self.name, client)
+        self.scheduler.add(req, self._kv_bytes(len(ids), self._rows(p), max_new))
         return req
 
     def generate(self, prompt, params: SamplingParams | None = None, **kwargs) -> GenerationResult:
@@ -99,15 +100,15 @@ class Engine:
 
     @property
     def load_info(self) -> dict:
-        with self._cv:
-            return {"waiting": len(self._waiting), "active": len(self._active)}
+        """Requests waiting and running."""
+        return self.scheduler.load_info
+
+    def health(self) -> dict:
+        """What /health shows: the load, and the KV-cache budget with what running requests reserve of it."""
+        return {**self.load_info, "kv_cache": self.scheduler.kv_info}
 
     def close(self) -> None:
-        with self._cv:
-            self._closed = True
-            for r in [*self._waiting, *self._active]:
-                r.cancel()
-            self._cv.notify()
+        self.scheduler.close()
         self._worker.join(timeout=10)
 
     # --- admission -----------------------------------------------------------------------------------
@@ -116,17 +117,25 @@ class Engine:
             return [secrets.randbits(63) for _ in range(p.n)]
         return [wrap_seed(p.seed + i) for i in range(p.n)]
 
+    def _rows(self, p: SamplingParams) -> int:
+        """Cache rows a request occupies: one per choice (greedy: one), padded to the fixed decode width."""
+        rows, width = 1 if p.greedy else p.n, self.config.decode_width
+        return -(-rows // width) * width if width else rows
+
+    def _kv_bytes(self, prompt_len: int, rows: int, max_new: int) -> int:
+        """Worst-case KV cache of a request: the prompt once (or per row, forked) plus rows x max_new tokens."""
+        prompt_kv = prompt_len if self.shared_prefix else rows * prompt_len
+        return (prompt_kv + rows * max_new) * self._kv_per_token
+
     def _max_new(self, prompt_len: int, p: SamplingParams, prompt_param: str) -> int:
-        """Tokens each choice may generate: max_tokens, clipped to the context window and to memory."""
+        """Tokens each choice may generate: max_tokens, clipped to the context window and to the KV budget."""
         room = self.context - prompt_len
         if room < 1:
             raise InvalidRequest(f"This model's maximum context length is {self.context} tokens, but the "
                                  f"prompt is {prompt_len} tokens.", param=prompt_param,
                                  code="context_length_exceeded")
-        rows = 1 if p.greedy else p.n
-        budget = self._kv_budget()
-        prompt_kv = prompt_len if self.shared_prefix else rows * prompt_len  # the prompt's KV: once, or per row
-        fits = int((budget / self._kv_per_token - prompt_kv) // rows)  # generated tokens per row that fit
+        rows = self._rows(p)
+        fits = (self.kv_budget - self._kv_bytes(prompt_len, rows, 0)) // (rows * self._kv_per_token)  # per row
         if p.max_tokens is None:
             if fits < 1:
                 raise InvalidRequest(f"n={p.n} choices of a {prompt_len}-token prompt do not fit in memory.",
@@ -134,58 +143,35 @@ class Engine:
             return min(room, fits)
         want = min(p.max_tokens, room)
         if want > fits:
-            need = (prompt_kv + rows * want) * self._kv_per_token / 2**30
+            need = self._kv_bytes(prompt_len, rows, want) / 2**30
             raise InvalidRequest(f"n={p.n} choices of {prompt_len}+{want} tokens need {need:.1f} GiB of KV cache, "
-                                 f"more than the {budget / 2**30:.1f} GiB available; lower n or max_tokens.",
+                                 f"more than the {self.kv_budget / 2**30:.1f} GiB available; lower n or max_tokens.",
                                  param="n", code="request_too_large")
         return want
 
-    def _kv_budget(self) -> float:
+    def _kv_budget(self) -> int:
         if self.config.kv_budget_gb is not None:
-            return self.config.kv_budget_gb * 2**30
+            return int(self.config.kv_budget_gb * 2**30)
         if self.device.type == "cuda":
-            return torch.cuda.mem_get_info(self.device)[0] * 0.8
+            return int(torch.cuda.mem_get_info(self.device)[0] * 0.8)
         try:
-            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * 0.5
+            return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * 0.5)
         except (ValueError, OSError):
             return 4 * 2**30
 
     # --- the worker ----------------------------------------------------------------------------------
     def _loop(self) -> None:
-        while True:
-            with self._cv:
-                while not (self._waiting or self._active or self._closed):
-                    self._cv.wait()
-                if self._closed and not (self._waiting or self._active):
-                    return
-                while self._waiting and len(self._active) < self.config.max_active:
-                    self._active.append(self._waiting.popleft())
-                batch = list(self._active)
-            for req in batch:  # round robin: one step for each active request
-                self._advance(req)
-            with self._cv:
-                self._active = [r for r in self._active if not r.done.is_set()]
-                for r in [r for r in self._waiting if r.cancelled]:
-                    self._waiting.remove(r)
-                    r.finish()
-
-    def _advance(self, req: Request) -> None:
-        try:
-            if req.cancelled:
-                for row in req.state.rows if req.state else []:
-                    row.cancel()
-                req.state = None
+        """Admit, step, publish; until closed and drained."""
+        while (work := self.scheduler.schedule(busy=self.runner.busy)) is not None:
+            admitted, dropped = work
+            for req in dropped:
                 req.finish()
-            elif req.state is None:
-                decode.prefill(self, req)
-            else:
-                decode.step(self, req)
-                if not req.state.rows:
-                    req.state = None
-                    req.finish()
-        except NSampleError as e:
-            req.state = None
-            req.finish(e)
-        except Exception as e:  # noqa: BLE001 - a failing request must not stop the worker
-            req.state = None
-            req.finish(e)
+            for req in admitted:
+                req.timings.queued_s = time.perf_counter() - req.submitted
+                self.runner.add(req)
+            for update in self.runner.step():
+                if update.events:
+                    update.req.publish(update.events)
+                if update.done:
+                    self.scheduler.release(update.req)
+                    update.req.finish(update.error)

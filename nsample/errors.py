@@ -30,8 +30,9 @@ class ModelNotFound(NSampleError):
 
 
 class QueueFull(NSampleError):
-    def __init__(self, limit: int):
-        super().__init__(f"The server is busy: {limit} requests are already waiting. Retry shortly.",
+    def __init__(self, limit: int, per_client: bool = False):
+        whose = "of yours are" if per_client else "are"
+        super().__init__(f"The server is busy: {limit} requests {whose} already waiting or running. Retry shortly.",
                          code="queue_full", type="rate_limit_error", status=429)
 
 

@@ -1,11 +1,11 @@
-"""The KV cache of one request: the prompt prefilled once at batch 1, then n rows decoded on top of it.
+"""The KV cache of one running request: its prompt prefilled once at batch 1, then its rows decoded on top.
 
-Two layouts. Shared prefix (plain causal attention, see prefix_attention.py): the prompt's keys and
-values are kept once and every row only stores what it generates. Forked (any other architecture):
-the batch-1 cache is copied into n rows with reorder_cache, which works for every layer type. Rows'
-own tokens go to preallocated static layers written in place (no whole-cache torch.cat per step),
-grown by doubling so a short answer never pays for a long max_tokens; architectures whose layers are
-not plain static ones (sliding windows, linear attention) use DynamicCache.
+Two layouts. SharedKV (plain causal attention, see prefix_attention.py): the prompt's keys and values are
+kept once and every row only stores what it generates, in buffers this class owns, preallocated and grown
+by doubling (so a short answer never pays for a long max_tokens, and no step copies the whole cache). Its
+rows join the engine's one batched decode forward. ForkedKV (any other architecture): the batch-1 cache is
+copied into n rows with reorder_cache, which works for every layer type, and the request is decoded in a
+forward of its own. Both prefill in chunks, so a long prompt never stalls the running streams for long.
 """
 import torch
 from transformers import DynamicCache, StaticCache
@@ -14,47 +14,87 @@ from transformers.cache_utils import StaticLayer
 FIRST_CHUNK = 128  # generated positions preallocated at first
 
 
-class KVCache:
-    def __init__(self, model, prompt_len: int, max_new: int, shared_prefix: bool):
-        self.model, self.prompt_len, self.shared = model, prompt_len, shared_prefix
-        self.max_len = max_new if shared_prefix else prompt_len + max_new  # positions the row cache may need
-        first = (0 if shared_prefix else prompt_len) + FIRST_CHUNK
-        static = StaticCache(config=model.config, max_cache_len=min(self.max_len, first))
-        self.static = all(type(layer) is StaticLayer for layer in static.layers)
-        self.rows = static if self.static else DynamicCache(config=model.config)  # what the rows write to
-        self.prefix: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # (1, Hkv, P, D) per layer
+class SharedKV:
+    def __init__(self, model, prompt_len: int, max_new: int):
+        self.model, self.prompt_len, self.max_new = model, prompt_len, max_new
+        self.prefill_cache: DynamicCache | None = DynamicCache(config=model.config)
+        self.prefix: list[tuple[torch.Tensor, torch.Tensor]] = []  # (1, Hkv, P, D) per layer, once prefilled
+        self.keys: list[torch.Tensor] = []  # per layer (W, Hkv, capacity, D): each row's generated tokens
+        self.values: list[torch.Tensor] = []
+        self.length = 0  # generated tokens stored per row, including the one being decoded
 
     def prefill(self, ids: torch.Tensor) -> torch.Tensor:
-        """Run the prompt (1, P) once; return the last position's logits (1, V)."""
-        cache = DynamicCache(config=self.model.config) if self.shared else self.rows
-        logits = self.model(input_ids=ids, cache=cache, logits_to_keep=1).logits[:, -1]
-        if self.shared:
-            self.prefix = [(layer.keys, layer.values) for layer in cache.layers]
+        """Run the next chunk of the prompt (1, C); return its last position's logits (1, V)."""
+        logits = self.model(input_ids=ids, cache=self.prefill_cache, logits_to_keep=1).logits[:, -1]
+        if self.prefill_cache.get_seq_length() == self.prompt_len:
+            self.prefix = [(layer.keys, layer.values) for layer in self.prefill_cache.layers]
+            self.prefill_cache = None
         return logits
 
     def fork(self, rows: int) -> None:
-        """n rows on top of the prompt (the shared layout's row cache starts empty, at any batch size)."""
-        if not self.shared:
-            self.rows.reorder_cache(torch.zeros(rows, dtype=torch.long))
+        """Room for `rows` rows on top of the prompt."""
+        _, heads, _, dim = self.prefix[0][0].shape
+        size = (rows, heads, min(self.max_new, FIRST_CHUNK), dim)
+        like = self.prefix[0][0]
+        self.keys = [like.new_zeros(size) for _ in self.prefix]
+        self.values = [like.new_zeros(size) for _ in self.prefix]
 
     def keep(self, rows: list[int]) -> None:
         """Keep only these rows, in this order."""
-        self.rows.reorder_cache(torch.tensor(rows, dtype=torch.long))
+        index = torch.tensor(rows, device=self.keys[0].device)
+        self.keys = [k.index_select(0, index) for k in self.keys]
+        self.values = [v.index_select(0, index) for v in self.values]
+
+    def reserve(self, length: int) -> None:
+        """Make room for `length` generated positions per row (the buffers double when full)."""
+        self.length = length
+        capacity = self.keys[0].shape[2]
+        if capacity >= length:
+            return
+        pad = min(self.max_new, max(length, 2 * capacity)) - capacity
+        self.keys = [torch.nn.functional.pad(k, (0, 0, 0, pad)) for k in self.keys]  # (W, Hkv, L, D) along L
+        self.values = [torch.nn.functional.pad(v, (0, 0, 0, pad)) for v in self.values]
+
+    def append(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store this step's key and value (W, Hkv, 1, D); return the rows' generated keys and values so far."""
+        t = self.length
+        self.keys[layer][:, :, t - 1:t] = key
+        self.values[layer][:, :, t - 1:t] = value
+        return self.keys[layer][:, :, :t], self.values[layer][:, :, :t]  # (W, Hkv, t, D)
+
+
+class ForkedKV:
+    def __init__(self, model, prompt_len: int, max_new: int):
+        self.model, self.prompt_len = model, prompt_len
+        self.max_len = prompt_len + max_new  # positions a row may need
+        static = StaticCache(config=model.config, max_cache_len=min(self.max_len, prompt_len + FIRST_CHUNK))
+        self.static = all(type(layer) is StaticLayer for layer in static.layers)
+        self.cache = static if self.static else DynamicCache(config=model.config)  # sliding/linear layers: dynamic
+        self.prefilled = 0
+
+    def prefill(self, ids: torch.Tensor) -> torch.Tensor:
+        """Run the next chunk of the prompt (1, C); return its last position's logits (1, V)."""
+        positions = torch.arange(self.prefilled, self.prefilled + ids.shape[1], device=ids.device)[None]
+        self.prefilled += ids.shape[1]
+        return self.model(input_ids=ids, cache=self.cache, position_ids=positions, logits_to_keep=1).logits[:, -1]
+
+    def fork(self, rows: int) -> None:
+        self.cache.reorder_cache(torch.zeros(rows, dtype=torch.long))
+
+    def keep(self, rows: list[int]) -> None:
+        self.cache.reorder_cache(torch.tensor(rows, dtype=torch.long))
 
     def decode(self, column: torch.Tensor, generated: int) -> torch.Tensor:
-        """Forward one token per row (R,), the `generated`-th of each; return next-token logits (R, V)."""
-        self._reserve(generated if self.shared else self.prompt_len + generated)
-        if not self.shared:
-            return self.model(input_ids=column[:, None], cache=self.rows).logits[:, -1]
+        """Forward one token per row (W,), the `generated`-th of each; return next-token logits (W, V)."""
+        self._reserve(self.prompt_len + generated)
         positions = torch.full((len(column), 1), self.prompt_len + generated - 1, device=column.device)
-        return self.model(input_ids=column[:, None], cache=self.rows, position_ids=positions,
-                          nsample_prefix=self.prefix, nsample_suffix_len=generated).logits[:, -1]
+        return self.model(input_ids=column[:, None], cache=self.cache, position_ids=positions).logits[:, -1]
 
     def _reserve(self, length: int) -> None:
         """Make room for `length` positions (static layers double their preallocation when full)."""
         if not self.static:
             return
-        for layer in self.rows.layers:
+        for layer in self.cache.layers:
             if layer.max_cache_len >= length:
                 continue
             new_len = min(self.max_len, max(length, 2 * layer.max_cache_len))

@@ -64,6 +64,7 @@ class StreamEvent:
     logprobs: list[TokenLogprob] | None = None
     finish_reason: str | None = None
     seed: int | None = None
+    stop_reason: str | int | None = None  # with finish_reason "stop": the stop string or token id that ended it
 
 
 @dataclass

@@ -1,37 +1,60 @@
-"""Shared-prefix attention: the prompt's keys and values are stored once, and all n rows read them in one GEMM.
+"""Shared-prefix attention over a mixed batch: each request's prompt KV is stored once and read by all its rows.
 
 With a plain forked cache every row reads its own copy of the prompt's KV at every step, so decode
 reads n·(P+t) entries; here it reads P + n·t, and the prompt part becomes one matrix product per KV
-head for all rows' queries (the idea of Hydragen / FlashInfer cascade attention). It is registered in
-transformers' AttentionInterface and only acts when the decode step passes `nsample_prefix`; every
-other call (the prefill, or anyone else using the model) is plain SDPA with SDPA's masks.
+head for all of a request's queries (the idea of Hydragen / FlashInfer cascade attention). The decode
+batch holds the rows of several requests, one contiguous segment each; the function loops over the
+segments: one GEMM per request and KV head against that request's prompt, then each row's own tokens.
+It is registered in transformers' AttentionInterface and only acts when the decode step passes
+`nsample_batch`; every other call (prefills, or anyone else using the model) is plain SDPA with SDPA's masks.
 """
+from dataclasses import dataclass
+
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
+from nsample.kv_cache import SharedKV
+
 NAME = "nsample_shared_prefix"
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "smollm3"}  # plain causal attention
 
 
+@dataclass
+class Segment:
+    start: int  # the request's rows in the decode batch: [start, stop)
+    stop: int
+    kv: SharedKV  # the request's prompt KV and row buffers
+
+
 def shared_prefix_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-                            nsample_prefix=None, nsample_suffix_len=None, **kwargs):
-    if nsample_prefix is None:
+                            nsample_batch=None, **kwargs):
+    if nsample_batch is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                                       **kwargs)
-    k_p, v_p = nsample_prefix[module.layer_idx]  # (1, Hkv, P, D): the prompt, stored once
-    R, H, _, D = query.shape  # one new token per row
-    Hkv, P, L = key.shape[1], k_p.shape[2], nsample_suffix_len
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    outs = []
+    for seg in nsample_batch:  # the segments tile the batch
+        rows = slice(seg.start, seg.stop)
+        k, v = seg.kv.append(module.layer_idx, key[rows], value[rows])  # (R, Hkv, t, D), this step's included
+        outs.append(attend(query[rows], *seg.kv.prefix[module.layer_idx], k, v, scale))
+    return (torch.cat(outs) if len(outs) > 1 else outs[0]).transpose(1, 2), None  # (B, 1, H, D)
+
+
+def attend(query, k_p, v_p, k, v, scale: float) -> torch.Tensor:
+    """One request's rows: queries (R, H, 1, D) over its prompt (1, Hkv, P, D) and their own tokens (R, Hkv, L, D)."""
+    R, H, _, D = query.shape
+    Hkv, P = k_p.shape[1], k_p.shape[2]
     g = H // Hkv
-    q = query.reshape(R, Hkv, g, D) * (scaling if scaling is not None else D**-0.5)  # (R, Hkv, g, D)
+    q = query.reshape(R, Hkv, g, D) * scale  # (R, Hkv, g, D)
     q_heads = q.transpose(0, 1).reshape(1, Hkv, R * g, D)  # all rows' queries, per KV head
     s_prefix = (q_heads @ k_p.transpose(-1, -2)).reshape(Hkv, R, g, P).transpose(0, 1)  # (R, Hkv, g, P)
-    s_suffix = q @ key[:, :, :L].transpose(-1, -2)  # (R, Hkv, g, L): each row's own tokens
+    s_suffix = q @ k.transpose(-1, -2)  # (R, Hkv, g, L): each row's own tokens
     w = torch.cat([s_prefix, s_suffix], -1).float().softmax(-1).to(q.dtype)  # (R, Hkv, g, P + L)
     w_heads = w[..., :P].transpose(0, 1).reshape(1, Hkv, R * g, P)
-    out = (w_heads @ v_p).reshape(Hkv, R, g, D).transpose(0, 1) + w[..., P:] @ value[:, :, :L]  # (R, Hkv, g, D)
-    return out.reshape(R, H, 1, D).transpose(1, 2), None  # (R, 1, H, D)
+    out = (w_heads @ v_p).reshape(Hkv, R, g, D).transpose(0, 1) + w[..., P:] @ v  # (R, Hkv, g, D)
+    return out.reshape(R, H, 1, D)
 
 
 def enable(model) -> bool:

@@ -1,4 +1,7 @@
-"""A submitted request: the worker fills it step by step; callers iterate it (sync or async) or wait for it."""
+"""A submitted request, as callers see it: the engine publishes events into it; callers iterate it or wait for it.
+
+It holds no tensors: the runner keeps each running request's rows, KV cache and logits (RequestState).
+"""
 import asyncio
 import queue
 import threading
@@ -11,8 +14,10 @@ _END = object()
 
 
 class Request:
-    def __init__(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int], max_new: int, model: str):
+    def __init__(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int], max_new: int, model: str,
+                 client: str | None = None):
         self.prompt_ids, self.params, self.seeds, self.max_new = prompt_ids, params, seeds, max_new
+        self.client = client  # who asked (an API peer, a page session), for per-client fairness
         self.choices = [Choice(index=i, seed=s, logprobs=[] if params.logprobs else None)
                         for i, s in enumerate(seeds)]
         self.timings = Timings()
@@ -26,7 +31,6 @@ class Request:
         self._wake = None  # set by an async consumer: wakes its event loop
         self.on_cancel = None  # called once on cancel(), e.g. by a remote engine to close upstream streams
         self.usage: Usage | None = None  # set by producers that know better (a remote upstream's usage)
-        self.state = None  # the worker's decode state (rows, KV cache, logits)
 
     # --- worker side ---------------------------------------------------------------------------------
     def publish(self, events: list[StreamEvent]) -> None:
@@ -38,7 +42,7 @@ class Request:
             if ev.logprobs:
                 c.logprobs += ev.logprobs
             if ev.finish_reason:
-                c.finish_reason = ev.finish_reason
+                c.finish_reason, c.stop_reason = ev.finish_reason, ev.stop_reason
         self._put(events)
 
     def finish(self, error: BaseException | None = None) -> None:

@@ -69,3 +69,24 @@ def token_logprobs(raw_logits, tokens, top_n: int):
     chosen = logp.gather(-1, tokens[:, None])[:, 0]
     top = logp.topk(top_n, dim=-1) if top_n else None
     return chosen, top
+
+
+def sample_rows(logits, p, generators, counts=None, bias=None):
+    # logits (R, V) of one request's rows; p its SamplingParams; counts (R, V) of generated tokens -> tokens (R,)
+    R = logits.shape[0]
+    full = lambda v: torch.full((R,), float(v), device=logits.device)  # noqa: E731
+    if counts is not None:
+        logits = apply_penalties(logits, counts, full(p.presence_penalty), full(p.frequency_penalty),
+                                 full(p.repetition_penalty))
+    if bias is not None:
+        logits = logits + bias
+    temperature = full(p.temperature)
+    if not p.greedy:
+        logits = apply_temperature(logits, temperature)
+        if p.top_k:
+            logits = apply_top_k(logits, torch.full((R,), p.top_k, device=logits.device))
+        if p.top_p < 1:
+            logits = apply_top_p(logits, full(p.top_p))
+        if p.min_p > 0:
+            logits = apply_min_p(logits, full(p.min_p))
+    return sample(logits, temperature, generators)

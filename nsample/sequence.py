@@ -38,7 +38,7 @@ class Row:
         delta = self.detok.delta(final=self.finished)
         lps = [logprob] if logprob is not None else None
         return [StreamEvent(index=i, text=delta, token_ids=[token], logprobs=lps, finish_reason=self.finish_reason,
-                            seed=s) for i, s in zip(self.indices, self.seeds)]
+                            seed=s, stop_reason=self.stop_reason) for i, s in zip(self.indices, self.seeds)]
 
     def cancel(self) -> None:
         self.finish_reason = self.finish_reason or "cancelled"

@@ -19,8 +19,10 @@ TEXT = ("The history of the printing press begins in the fifteenth century, when
 METHODS = ("nsample", "nrs", "seq")
 
 
-def prompt_of(tokenizer, length: int) -> list[int]:
-    ids = tokenizer(TEXT * (length // 10 + 1), add_special_tokens=False)["input_ids"]
+def prompt_of(tokenizer, length: int, offset: int = 0) -> list[int]:
+    """`length` tokens of TEXT, starting `offset` words in (different prompts of the same length)."""
+    words = (TEXT * (length // 10 + 2)).split(" ")
+    ids = tokenizer(" ".join(words[offset:]), add_special_tokens=False)["input_ids"]
     return ids[:length]
 
 

@@ -1,5 +1,4 @@
 """The fan-out core on the tiny model: counts, seeds, usage, greedy, limits."""
-import contextlib
 import threading
 
 import pytest
@@ -8,6 +7,8 @@ import torch
 from nsample import EngineConfig, InvalidRequest
 from nsample.engine import Engine, wrap_seed
 from nsample.sampling_params import INT64_MAX
+
+from forward_recorder import forward_shapes
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 8])
@@ -69,18 +70,6 @@ def test_usage_counts_the_prompt_once_and_sums_the_choices(tiny_engine):
 def test_max_tokens_is_respected(tiny_engine):
     r = tiny_engine.generate("Limit", n=3, seed=2, max_tokens=9, ignore_eos=True)
     assert all(len(c.token_ids) == 9 and c.finish_reason == "length" for c in r.choices)
-
-
-@contextlib.contextmanager
-def forward_shapes(model):
-    """The input shape of every forward pass the model runs inside the block."""
-    shapes = []
-    handle = model.model.register_forward_hook(lambda m, args, kwargs, out: shapes.append(
-        tuple(kwargs["input_ids"].shape)), with_kwargs=True)
-    try:
-        yield shapes
-    finally:
-        handle.remove()
 
 
 def test_the_prompt_runs_once_then_n_rows_decode_together(tiny_engine):

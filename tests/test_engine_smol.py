@@ -34,6 +34,24 @@ def test_seed_contract_on_the_embedded_model(smol_engine, seed):
     assert len({c.text for c in wide.choices}) == 8
 
 
+def test_seed_contract_holds_while_other_requests_share_the_batch(smol_engine):
+    args = dict(max_tokens=64, ignore_eos=True, temperature=1.0)
+    alone = [smol_engine.generate(CHAT, n=1, seed=100 + i, **args).choices[0] for i in range(8)]
+    others = [([{"role": "user", "content": "List three colours."}], dict(n=3, seed=5, max_tokens=40, stop=["\n"])),
+              ("Once upon a time, in a land far away, there lived", dict(n=1, seed=9, max_tokens=90)),
+              ([{"role": "user", "content": "Count to a hundred."}], dict(n=2, seed=1, max_tokens=500, ignore_eos=True))]
+    with smol_engine.scheduler._cv:  # admitted together
+        busy = [smol_engine.submit(p, **kw) for p, kw in others[:2]]
+        doomed = smol_engine.submit(*others[2][:1], **others[2][1])
+        wide = smol_engine.submit(CHAT, n=8, seed=100, **args)
+    for k, _ in enumerate(doomed):
+        if k == 20:
+            doomed.cancel()  # cancelled midway: its rows leave the batch
+    result = wide.result(timeout=600)
+    assert [c.token_ids for c in result.choices] == [c.token_ids for c in alone]
+    assert all(r.result(timeout=600).choices for r in busy) and len(doomed.choices[0].token_ids) < 500
+
+
 def test_non_ascii_streams_intact_on_the_embedded_model(smol_engine):
     prompt = [{"role": "user", "content": "Translate to French and Japanese: 'The café is open.' Use emoji 🙂."}]
     req = smol_engine.submit(prompt, n=4, seed=1, max_tokens=60, temperature=0.8)

@@ -4,15 +4,14 @@ from nsample.outputs import StreamEvent, TokenLogprob, Usage
 UNKNOWN_ID = -1  # remote upstreams name tokens by text; their ids stay unknown
 
 
-def choice_event(choice: dict) -> tuple[StreamEvent, str | int | None]:
-    """(the event of one chunk choice, with the upstream's own index; the stop string or token id, if reported)."""
+def choice_event(choice: dict) -> StreamEvent:
+    """The event of one chunk choice, with the upstream's own index (and its stop string or token id, if reported)."""
     if "delta" in choice or "message" in choice:  # chat: a streamed delta, or a whole message
         text = (choice.get("delta") or choice.get("message") or {}).get("content") or ""
     else:
         text = choice.get("text") or ""
-    ev = StreamEvent(index=int(choice.get("index") or 0), text=text, logprobs=_logprobs(choice.get("logprobs")),
-                     finish_reason=choice.get("finish_reason"))
-    return ev, choice.get("stop_reason")
+    return StreamEvent(index=int(choice.get("index") or 0), text=text, logprobs=_logprobs(choice.get("logprobs")),
+                       finish_reason=choice.get("finish_reason"), stop_reason=choice.get("stop_reason"))
 
 
 def chunk_usage(chunk: dict) -> Usage | None:

@@ -40,6 +40,7 @@ class RemoteEngine:
         self._probe = asyncio.Lock()
         self._lock = threading.Lock()
         self._waiting, self._running, self._closed = 0, set(), False
+        self._tasks: dict[Request, asyncio.Task] = {}  # each request's producer, on the loop thread
         self._loop = LoopThread("nsample-remote")
         self.upstream: Upstream = self._loop.run(_open(remote))
         try:
@@ -72,6 +73,10 @@ class RemoteEngine:
         with self._lock:
             return {"waiting": self._waiting, "active": len(self._running)}
 
+    def health(self) -> dict:
+        """What /health shows: the load (the upstream manages its own memory)."""
+        return self.load_info
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -101,11 +106,12 @@ class RemoteEngine:
 
     # --- on the loop thread --------------------------------------------------------------------------
     def _start(self, req: Request, prompt, stream: bool) -> None:
-        req.state = asyncio.ensure_future(self._run(req, prompt, stream))  # the producer; cancel() stops it
-        req.state.add_done_callback(lambda task: self._finish(req, task))
+        task = self._tasks[req] = asyncio.ensure_future(self._run(req, prompt, stream))  # cancel() stops it
+        task.add_done_callback(lambda task: self._finish(req, task))
 
     def _cancel(self, req: Request) -> None:
-        req.state.cancel()  # _start ran first: the loop runs callbacks in order
+        if (task := self._tasks.get(req)) is not None:  # _start ran first: the loop runs callbacks in order
+            task.cancel()
 
     async def _run(self, req: Request, prompt, stream: bool) -> None:
         p = req.params
@@ -122,6 +128,7 @@ class RemoteEngine:
         t.decode_s = time.perf_counter() - req.submitted - t.queued_s - t.prefill_s
 
     def _finish(self, req: Request, task: asyncio.Task) -> None:
+        self._tasks.pop(req, None)
         with self._lock:
             if req in self._running:
                 self._running.discard(req)

@@ -23,7 +23,7 @@ async def relay(up: Upstream, req: Request, path: str, body: dict, targets: dict
     async for chunk in up.chunks(path, body):
         events = []
         for c in chunk.get("choices") or []:
-            ev, stop_reason = choice_event(c)
+            ev = choice_event(c)
             if ev.index not in targets:
                 raise UpstreamError(f"The upstream {up.url} sent choice index {ev.index}; nsample asked for "
                                     f"{len(targets)} choice(s).")
@@ -32,10 +32,7 @@ async def relay(up: Upstream, req: Request, path: str, body: dict, targets: dict
             if ev.finish_reason:
                 open_.discard(ev.index)
             counted += len(targets[ev.index]) if ev.text else 0
-            for i in targets[ev.index]:
-                events.append(replace(ev, index=i, seed=req.seeds[i]))
-                if stop_reason is not None:
-                    req.choices[i].stop_reason = stop_reason
+            events += [replace(ev, index=i, seed=req.seeds[i]) for i in targets[ev.index]]
         if events:
             if not req.timings.prefill_s and any(ev.text for ev in events):
                 req.timings.prefill_s = time.perf_counter() - req.submitted - req.timings.queued_s

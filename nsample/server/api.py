@@ -42,7 +42,7 @@ def create_app(engine: "nsample.Engine", config: ServerConfig | None = None) -> 
 
     @app.get("/health")
     async def health() -> dict:
-        return {"status": "ok", "model": engine.name, **engine.load_info}
+        return {"status": "ok", "model": engine.name, **engine.health()}
 
     @app.get("/v1/models", responses={200: {"model": ModelList}})
     async def list_models() -> Response:

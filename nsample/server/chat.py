@@ -38,10 +38,9 @@ async def stream(head: dict, req: Request, include_usage: bool) -> AsyncIterator
         async with aclosing(merge([req])) as events:
             async for _, ev in events:
                 if ev.text or ev.logprobs or ev.finish_reason:
-                    stop = req.choices[ev.index].stop_reason if ev.finish_reason else None
                     yield chunk(ChatChunkChoice(index=ev.index, delta=Delta(content=ev.text or None),
                                                 logprobs=logprobs(ev.logprobs), finish_reason=ev.finish_reason,
-                                                seed=ev.seed, stop_reason=stop))
+                                                seed=ev.seed, stop_reason=ev.stop_reason))
         if include_usage:
             yield chunk(None, usage=usage([req]))
     except Exception as e:  # noqa: BLE001 - the status line is sent: report the failure in the stream

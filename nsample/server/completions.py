@@ -45,9 +45,8 @@ async def stream(head: dict, reqs: list[Request], n: int, echoes: list[str], top
                     index, lps = p * n + ev.index, None
                     if top is not None:
                         lps, offsets[index] = logprobs(ev.logprobs or [], offsets[index])
-                    stop = reqs[p].choices[ev.index].stop_reason if ev.finish_reason else None
                     yield chunk([CompletionChoice(index=index, text=ev.text, logprobs=lps, finish_reason=ev.finish_reason,
-                                                  seed=ev.seed, stop_reason=stop)])
+                                                  seed=ev.seed, stop_reason=ev.stop_reason)])
         if include_usage:
             yield chunk([], usage=usage(reqs))
     except Exception as e:  # noqa: BLE001 - the status line is sent: report the failure in the stream

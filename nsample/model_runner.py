@@ -1,0 +1,102 @@
+"""The model runner: owns the running requests' state and runs the model, one step at a time.
+
+One step: (1) cancelled requests leave; (2) up to `prefill_chunk` prompt tokens are prefilled, the request
+with the least prompt left first (a short prompt arriving during a long prefill gets its first token at the
+next step), so a long prompt never stalls the running streams for more than a chunk; (3) every request
+with logits samples a token column and publishes it; (4) one decode forward runs the live rows of all
+shared-prefix requests together (forked-cache requests, for architectures without the shared layout,
+each run a forward of their own).
+"""
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from nsample.config import EngineConfig
+from nsample.outputs import StreamEvent
+from nsample.prefix_attention import Segment
+from nsample.request import Request
+from nsample.request_state import RequestState
+
+
+@dataclass
+class Update:
+    """One request's news from one step: its events, and whether it is done (with an error, if it failed)."""
+
+    req: Request
+    events: list[StreamEvent] = field(default_factory=list)
+    done: bool = False
+    error: BaseException | None = None
+
+
+class ModelRunner:
+    def __init__(self, model, tokenizer, config: EngineConfig, eos_ids: set[int], vocab: int, shared: bool,
+                 token_text):
+        self.model, self.tokenizer, self.config = model, tokenizer, config
+        self.eos_ids, self.vocab, self.shared, self.token_text = eos_ids, vocab, shared, token_text
+        self.states: dict[Request, RequestState] = {}  # in admission order
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.states)
+
+    def add(self, req: Request) -> None:
+        self.states[req] = RequestState(req, self.model, self.tokenizer, self.eos_ids, self.vocab, self.shared,
+                                        self.config.decode_width)
+
+    @torch.inference_mode()
+    def step(self) -> list[Update]:
+        updates = {req: Update(req) for req in self.states}
+        for st in list(self.states.values()):  # 1) cancelled requests leave the batch
+            if st.req.cancelled:
+                st.cancel()
+        budget = self.config.prefill_chunk  # 2) prefill a chunk's worth of prompt tokens, shortest rest first
+        for st in sorted((s for s in self.states.values() if s.rows and s.logits is None), key=_prompt_left):
+            if budget <= 0:
+                break
+            budget -= self._guard(updates, [st], lambda: st.prefill(budget)) or 0
+        t0 = time.perf_counter()
+        decoding = [s for s in self.states.values() if s.rows and s.logits is not None]
+        for st in decoding:  # 3) sample a token column for every request with logits
+            self._guard(updates, [st], lambda: updates[st.req].events.extend(st.sample(self.token_text)))
+        live = [s for s in decoding if s.rows]
+        if self.shared and live:  # 4) one decode forward for the live rows of all requests
+            self._guard(updates, live, lambda: self._decode(live))
+        for st in live if not self.shared else []:  # forked caches: a forward per request
+            self._guard(updates, [st], lambda: st.take_logits(st.kv.decode(st.column, st.generated)))
+        spent = time.perf_counter() - t0
+        for st in decoding:
+            st.req.timings.decode_s += spent
+        for st in [s for s in self.states.values() if not s.rows]:
+            updates[st.req].done = True
+            del self.states[st.req]
+        return [u for u in updates.values() if u.events or u.done]
+
+    def _decode(self, batch: list[RequestState]) -> None:
+        """Forward one token per cache row of every request in `batch`, as one batch (B, 1)."""
+        segments, start = [], 0
+        for st in batch:
+            st.kv.reserve(st.generated)
+            segments.append(Segment(start, start + st.width, st.kv))
+            start += st.width
+        column = torch.cat([st.column for st in batch])[:, None]  # (B, 1)
+        positions = torch.tensor([len(st.req.prompt_ids) + st.generated - 1 for st in batch for _ in range(st.width)],
+                                 device=column.device)[:, None]  # (B, 1)
+        logits = self.model(input_ids=column, position_ids=positions, use_cache=False,
+                            nsample_batch=segments).logits[:, -1]  # (B, V)
+        for seg, st in zip(segments, batch):
+            st.take_logits(logits[seg.start:seg.stop])
+
+    def _guard(self, updates: dict, states: list[RequestState], work):
+        """Run `work`; if it fails, the requests it was for fail with the error and leave."""
+        try:
+            return work()
+        except Exception as e:  # noqa: BLE001 - a failing request must not stop the others
+            for st in states:
+                st.cancel()
+                updates[st.req].error = e
+            return None
+
+
+def _prompt_left(st: RequestState) -> int:
+    return len(st.req.prompt_ids) - st.prefilled

@@ -1,0 +1,99 @@
+"""What the runner keeps for one running request: its rows, their KV cache, their next-token logits.
+
+A request is prefilled once at batch 1 (in chunks), then forked into one row per distinct choice (greedy:
+one row serves all n). Each step it samples a token column from its logits, hands each row its token,
+drops finished rows, and offers the column of its live rows to the next decode forward.
+"""
+import time
+
+import torch
+
+from nsample import sampler
+from nsample.kv_cache import ForkedKV, SharedKV
+from nsample.outputs import StreamEvent, TokenLogprob
+from nsample.request import Request
+from nsample.sequence import Row
+
+
+class RequestState:
+    def __init__(self, req: Request, model, tokenizer, eos_ids: set[int], vocab: int, shared: bool,
+                 width: int | None):
+        p, device = req.params, model.device
+        groups = [list(range(p.n))] if p.greedy else [[i] for i in range(p.n)]  # greedy: one row serves all n
+        self.req, self.device = req, device
+        self.rows = [Row(g, [req.seeds[i] for i in g], req.prompt_ids, p, tokenizer, req.max_new, eos_ids, device)
+                     for g in groups]
+        self.kv = (SharedKV if shared else ForkedKV)(model, len(req.prompt_ids), req.max_new)
+        self.prefilled = 0  # prompt tokens prefilled so far
+        self.logits: torch.Tensor | None = None  # (R, V) next-token logits of the live rows, once prefilled
+        self.fixed = width is not None  # fixed width: finished rows stay in the cache as padding
+        self.width = -(-len(self.rows) // width) * width if self.fixed else len(self.rows)
+        self.slots = list(range(len(self.rows)))  # the cache row of each live row
+        self.column: torch.Tensor | None = None  # (width,) the tokens to forward next, padded with 0
+        self.counts = torch.zeros(len(self.rows), vocab, device=device) if _penalized(p) else None
+        self.bias = None
+        if p.logit_bias:
+            ids, vals = zip(*p.logit_bias.items())
+            self.bias = torch.zeros(vocab, device=device).index_put_((torch.tensor(ids, device=device),),
+                                                                     torch.tensor(vals, device=device))
+
+    @property
+    def generated(self) -> int:
+        """Tokens each live row has generated (all live rows of a request advance together)."""
+        return len(self.rows[0].token_ids)
+
+    def prefill(self, budget: int) -> int:
+        """Prefill up to `budget` more prompt tokens; fork into the rows when the prompt is done. Returns tokens run."""
+        t0 = time.perf_counter()
+        ids = self.req.prompt_ids[self.prefilled:self.prefilled + budget]
+        logits = self.kv.prefill(torch.tensor([ids], device=self.device)).float()  # (1, V)
+        self.prefilled += len(ids)
+        if self.prefilled == len(self.req.prompt_ids):
+            self.kv.fork(self.width)
+            self.logits = logits.expand(len(self.rows), -1)
+        self.req.timings.prefill_s += time.perf_counter() - t0
+        return len(ids)
+
+    def sample(self, token_text) -> list[StreamEvent]:
+        """Sample one token per live row, hand it over, drop finished rows; set the next column."""
+        p, R = self.req.params, len(self.rows)
+        tokens = sampler.sample_rows(self.logits, p, [r.generator for r in self.rows], self.counts, self.bias)  # (R,)
+        lps = _logprobs(self.logits, tokens, p.top_logprobs, token_text) if p.logprobs else [None] * R
+        events = [ev for row, tok, lp in zip(self.rows, tokens.tolist(), lps) for ev in row.append(tok, lp)]
+        if self.counts is not None:
+            self.counts.scatter_add_(1, tokens[:, None], torch.ones(R, 1, device=tokens.device))
+        live = [i for i, r in enumerate(self.rows) if not r.finished]
+        if len(live) < R:  # drop finished rows from the batch, and from the cache unless the width is fixed
+            self.rows, tokens = [self.rows[i] for i in live], tokens[live]
+            self.counts = self.counts[live] if self.counts is not None else None
+            if self.fixed:
+                self.slots = [self.slots[i] for i in live]
+            elif live:
+                self.kv.keep(live)
+                self.slots, self.width = list(range(len(live))), len(live)
+        if self.rows:
+            slots = torch.tensor(self.slots, device=tokens.device)
+            self.column = torch.zeros(self.width, dtype=tokens.dtype, device=tokens.device).index_copy_(0, slots, tokens)
+        return events
+
+    def take_logits(self, logits: torch.Tensor) -> None:
+        """The decode forward's logits for this request's cache rows (width, V)."""
+        self.logits = logits.float()[self.slots] if self.fixed else logits.float()
+
+    def cancel(self) -> None:
+        for row in self.rows:
+            row.cancel()
+        self.rows = []
+
+
+def _penalized(p) -> bool:
+    return p.presence_penalty != 0 or p.frequency_penalty != 0 or p.repetition_penalty != 1
+
+
+def _logprobs(raw_logits, tokens, top_n: int, text) -> list[TokenLogprob]:
+    chosen, top = sampler.token_logprobs(raw_logits, tokens, top_n)
+    out = []
+    for r, (tok, lp) in enumerate(zip(tokens.tolist(), chosen.tolist())):
+        alts = [] if top is None else [(i, text(i), v) for v, i in zip(top.values[r].tolist(), top.indices[r].tolist())]
+        out.append(TokenLogprob(tok, text(tok), lp, alts))
+    return out

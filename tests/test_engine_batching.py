@@ -1,0 +1,181 @@
+"""Continuous batching on the tiny model: one decode forward per step across requests, fair admission, shared memory."""
+import contextlib
+import threading
+
+import httpx
+import pytest
+
+from nsample import EngineConfig
+from nsample.engine import Engine
+from nsample.server import create_app
+from nsample.tiny_model import tiny_model
+
+from api_helpers import wait_until
+from forward_recorder import forward_shapes
+from live_server import live_server
+
+
+@contextlib.contextmanager
+def held(engine: Engine):
+    """Hold the scheduler while submitting, so the worker admits everything submitted inside at once."""
+    with engine.scheduler._cv:
+        yield
+
+
+@pytest.fixture
+def fresh():
+    """A private tiny engine, for tests that configure it or watch every forward it runs."""
+    engines = []
+
+    def make(**config) -> Engine:
+        model, tok = tiny_model()
+        engines.append(Engine(model, tok, EngineConfig(**config), name="nsample/tiny-random"))
+        return engines[-1]
+
+    yield make
+    for e in engines:
+        e.close()
+
+
+def test_one_decode_forward_per_step_for_four_concurrent_requests(fresh):
+    engine = fresh()
+    asks = [("First prompt", 3), ("A second, longer prompt than the first", 1), ("The third prompt", 2), ("Fourth one", 4)]
+    with forward_shapes(engine.model) as shapes:
+        with held(engine):
+            reqs = [engine.submit(p, n=n, seed=7, max_tokens=12, ignore_eos=True) for p, n in asks]
+        results = [r.result(timeout=120) for r in reqs]
+    prefills = [s for s in shapes if s[0] == 1 and s[1] > 1]
+    decodes = [s for s in shapes if s[1] == 1]
+    assert sorted(prefills) == sorted((1, len(r.prompt_token_ids)) for r in results)
+    assert decodes == [(10, 1)] * 11  # 12 tokens each: 11 forwards of all 3+1+2+4 rows, not 4 x 11 forwards
+    for (prompt, n), r in zip(asks, results):
+        alone = engine.generate(prompt, n=n, seed=7, max_tokens=12, ignore_eos=True)
+        assert [c.token_ids for c in r.choices] == [c.token_ids for c in alone.choices]
+
+
+def test_a_cancelled_request_leaves_the_batch_at_the_next_step(fresh):
+    engine = fresh()
+    with forward_shapes(engine.model) as shapes:
+        with held(engine):
+            keep = engine.submit("Keep going", n=3, seed=1, max_tokens=40, ignore_eos=True)
+            drop = engine.submit("Drop me", n=2, seed=1, max_tokens=4000, ignore_eos=True)
+        events = iter(drop)
+        for _ in range(2 * 5):  # five steps of both rows
+            next(events)
+        drop.cancel()
+        at_cancel = len(shapes)
+        keep.result(timeout=120)
+        assert wait_until(lambda: engine.load_info == {"waiting": 0, "active": 0})
+    widths = [s[0] for s in shapes[at_cancel:] if s[1] == 1]
+    assert widths and set(widths[2:]) == {3}  # at most the step in flight still carries the cancelled rows
+    assert drop.done.is_set() and sum(len(c.token_ids) for c in drop.choices) < 4000
+
+
+def test_streams_of_concurrent_requests_interleave(fresh):
+    engine = fresh()
+    with held(engine):
+        a = engine.submit("Stream A", n=2, seed=3, max_tokens=20, ignore_eos=True)
+        b = engine.submit("Stream B", n=1, seed=4, max_tokens=20, ignore_eos=True)
+    order, lock = [], threading.Lock()
+
+    def read(name, req):
+        for _ in req:
+            with lock:
+                order.append(name)
+
+    threads = [threading.Thread(target=read, args=(name, r)) for name, r in (("a", a), ("b", b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert order.count("a") == 40 and order.count("b") == 20
+    first_a_end, first_b = len(order) - order[::-1].index("a"), order.index("b")
+    assert first_b < 10 and first_a_end > 30  # b started long before a ended: they ran side by side
+
+
+def test_requests_that_fit_alone_but_not_together_run_one_after_the_other(fresh):
+    engine = fresh(kv_budget_gb=0.001)  # 1 MiB; the tiny model's KV is 512 bytes per token
+    prompt = [100 + i % 50 for i in range(40)]
+    need = engine._kv_bytes(len(prompt), 4, 400)
+    assert need < engine.kv_budget < 2 * need
+    with forward_shapes(engine.model) as shapes, live_server(create_app(engine)) as url:
+        with held(engine):
+            first = engine.submit(prompt, n=4, seed=1, max_tokens=400, ignore_eos=True)
+            second = engine.submit(prompt, n=4, seed=5, max_tokens=400, ignore_eos=True)
+        health = httpx.get(f"{url}/health").json()
+        results = [first.result(timeout=120), second.result(timeout=120)]
+    assert (health["waiting"], health["active"]) == (1, 1)
+    assert health["kv_cache"] == {"budget_bytes": engine.kv_budget, "reserved_bytes": need, "waiting_bytes": need}
+    assert all(len(c.token_ids) == 400 for r in results for c in r.choices)
+    assert max(s[0] for s in shapes) == 4  # never both in one batch
+    assert engine.health()["kv_cache"]["reserved_bytes"] == 0
+
+
+def test_fair_admission_takes_clients_in_turn(fresh):
+    engine = fresh(max_active=1)
+    with held(engine):
+        flood = [engine.submit("Flood", n=1, seed=i, max_tokens=3, client="bot") for i in range(6)]
+        page = engine.submit("Page", n=1, seed=0, max_tokens=3, client="page")
+    page.result(timeout=120)
+    assert sum(r.done.is_set() for r in flood) <= 2  # admitted right after the bot's first, not after all six
+    for r in flood:
+        r.result(timeout=120)
+
+
+def test_one_client_cannot_fill_the_queue(fresh):
+    engine = fresh(max_queue=8, max_queue_per_client=3)
+    with held(engine):
+        mine = [engine.submit("Mine", max_tokens=2, client="bot") for _ in range(3)]
+        with pytest.raises(Exception) as e:
+            engine.submit("One more", max_tokens=2, client="bot")
+        assert e.value.status == 429 and e.value.code == "queue_full"
+        other = engine.submit("Other", max_tokens=2, client="page")
+    for r in [*mine, other]:
+        r.result(timeout=120)
+
+
+def test_fixed_width_pads_each_request_and_keeps_the_contract_in_a_mixed_batch(fresh):
+    engine = fresh(decode_width=4)
+    with forward_shapes(engine.model) as shapes:
+        with held(engine):
+            wide = engine.submit("Mixed width", n=3, seed=5, max_tokens=30, stop=["s"])
+            other = engine.submit("Another prompt", n=2, seed=9, max_tokens=30)
+        wide, other = wide.result(timeout=120), other.result(timeout=120)
+    assert {s[0] for s in shapes if s[1] == 1} <= {4, 8}
+    assert shapes.count((8, 1)) >= 8  # both requests in one forward (4 + 4 rows), finished rows kept as padding
+    assert len({len(c.token_ids) for c in wide.choices}) == 3  # its rows ended at different steps
+    for c in wide.choices:
+        alone = engine.generate("Mixed width", n=1, seed=5 + c.index, max_tokens=30, stop=["s"]).choices[0]
+        assert (alone.token_ids, alone.text, alone.finish_reason) == (c.token_ids, c.text, c.finish_reason)
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_between_decode_steps(fresh):
+    engine = fresh(prefill_chunk=64)
+    long_prompt = [100 + i % 50 for i in range(300)]
+    with forward_shapes(engine.model) as shapes:
+        running = engine.submit("Running", n=2, seed=1, max_tokens=30, ignore_eos=True)
+        events = iter(running)  # kept: an abandoned stream would cancel its request
+        next(events)
+        late = engine.submit(long_prompt, n=2, seed=2, max_tokens=5, ignore_eos=True)
+        late.result(timeout=120)
+        running.result(timeout=120)
+    chunks = [s[1] for s in shapes if s[1] > 1 and s[1] != len(running.prompt_ids)]
+    assert chunks == [64, 64, 64, 64, 44]
+    first_chunk = shapes.index((1, 64))
+    assert shapes[first_chunk + 1] == (2, 1)  # the running stream decodes between chunks
+    alone = engine.generate(long_prompt, n=2, seed=2, max_tokens=5, ignore_eos=True)
+    assert [c.token_ids for c in alone.choices] == [c.token_ids for c in late.result().choices]
+
+
+def test_a_short_prompt_is_prefilled_ahead_of_a_long_one(fresh):
+    engine = fresh(prefill_chunk=64)
+    long_prompt = [100 + i % 50 for i in range(1000)]
+    with forward_shapes(engine.model) as shapes:
+        late = engine.submit(long_prompt, n=1, seed=2, max_tokens=2)
+        assert wait_until(lambda: (1, 64) in shapes)
+        short = engine.submit("A short question", n=1, seed=3, max_tokens=2)
+        short_len = len(short.prompt_ids)
+        short.result(timeout=120), late.result(timeout=120)
+    long_chunks = [i for i, s in enumerate(shapes) if s[1] > 1 and s != (1, short_len)]
+    assert sum(shapes[i][1] for i in long_chunks) == 1000
+    assert shapes.index((1, short_len)) < long_chunks[-3]  # well before the long prompt's last chunk
