@@ -104,5 +104,5 @@ def _note(run: Run) -> str:
 
 
 def _display(table):
-    """Seeds are 64-bit: as text, or the browser rounds them to a double."""
-    return table.astype({"seed": str})
+    """Seeds are 64-bit: as text, or the browser rounds them to a double; scores to 3 decimals."""
+    return table.astype({"seed": str}).round(3)
