@@ -6,9 +6,10 @@ import pytest
 from live_server import live_server
 from test_ui_handlers import collect, wait_idle
 
+from nsample.errors import NSampleError
 from nsample.remote import RemoteConfig, RemoteEngine
 from nsample.server import ServerConfig, create_app
-from nsample.ui import report
+from nsample.ui import handlers, report
 from nsample.ui.export import usage_table
 from nsample.ui.ranking import rank
 from nsample.ui.run import RunSpec
@@ -36,6 +37,26 @@ class NoLogprobs:
             return pending.pop() if pending else await receive()
 
         await self.app(scope, replay, send)
+
+
+class CutOff:
+    """ASGI middleware: the upstream's streams break off after a few events, as when its server dies."""
+
+    def __init__(self, app, events: int = 6):
+        self.app, self.events = app, events
+
+    async def __call__(self, scope, receive, send):
+        sent = 0
+
+        async def counting_send(message):
+            nonlocal sent
+            if message["type"] == "http.response.body" and message.get("more_body"):
+                sent += 1
+                if sent > self.events:
+                    raise ConnectionResetError("upstream died")
+            await send(message)
+
+        await self.app(scope, receive, counting_send)
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +105,21 @@ async def test_upstream_without_logprobs_turns_the_features_off_with_a_note(tiny
     assert run.spec.logprobs and not run.has_logprobs and all(c.tokens > 0 for c in run.cards)
     ranking = rank(run, "logprob")
     assert ranking.order == [0, 1] and "upstream server sent no logprobs" in ranking.note
+
+
+async def test_a_failing_upstream_leaves_a_reported_partial_run(tiny_engine):
+    with live_server(CutOff(create_app(tiny_engine, ServerConfig()))) as url:
+        engine = RemoteEngine(RemoteConfig(url + "/v1", mode="native"))
+        try:
+            stream = handlers.generate(engine, RunSpec(mode="completion", prompt="Count:", n=2, seed=1,
+                                                       max_tokens=200))
+            with pytest.raises(NSampleError):
+                async for run in stream:
+                    pass
+        finally:
+            engine.close()
+    await wait_idle(tiny_engine)
+    assert run.error and not run.done and run.ended and not run.cancelled
+    assert {c.finish_reason for c in run.cards} == {"error"} and sum(c.tokens for c in run.cards) > 0
+    rep = report.summarize(run)
+    assert "Failed run" in rep.headline and list(rep.tokens_figure.data[0].y) == [c.tokens for c in run.cards]
