@@ -192,7 +192,7 @@ def test_sort_by_logprob_branch_and_go_back(page):
     note = page.locator("#ns-branch-note")
     expect(note).to_contain_text("continues choice #1 of run 1")
     expect(status).to_contain_text("Done: 3 choices")
-    assert note.locator("blockquote").inner_text().strip() == parent[1][:cut].strip()
+    assert note.locator(".ns-prefix").inner_text().strip() == parent[1][:cut].strip()
     expect(visible_cards(page)).to_have_count(3)
     child = [t.strip() for t in visible_cards(page).locator(".ns-text").all_inner_texts()]
     assert all(child) and set(child).isdisjoint(t.strip() for t in parent.values())

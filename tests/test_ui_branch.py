@@ -1,10 +1,13 @@
 """Continue from a choice: the branch prompt (raw and chat), reproducibility of the child run, the run tree, export."""
 import json
 
+import openai
 import pytest
+from live_server import live_server
 from test_ui_handlers import collect
 
 from nsample.errors import InvalidRequest
+from nsample.server import ServerConfig, create_app
 from nsample.ui import handlers
 from nsample.ui.export import write_exports
 from nsample.ui.run import Origin, Run, RunSpec
@@ -48,6 +51,21 @@ async def test_chat_branch_leaves_the_assistant_turn_open(tiny_engine):
     tree.add(child)
     grand, _ = handlers.branch(child, 1, CHAT)
     assert grand.continuation == cut_text + child.cards[1].text[:4]
+
+
+async def test_the_api_gives_the_same_branch(tiny_engine):
+    """Nothing new in the API: chat messages ending with the partial assistant answer are continued."""
+    tree = RunTree()
+    parent = await parent_run(tiny_engine, CHAT, tree)
+    parent.cut = (1, 12)
+    spec, _ = handlers.branch(parent, 1, RunSpec(mode="chat", n=2, seed=70, max_tokens=12))
+    _, child = await collect(tiny_engine, spec)
+    with live_server(create_app(tiny_engine, ServerConfig())) as base:
+        client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="x", timeout=60)
+        answer = await client.chat.completions.create(model=tiny_engine.name, messages=spec.engine_prompt, n=2,
+                                                      seed=70, max_tokens=12)
+        await client.close()
+    assert [c.message.content for c in answer.choices] == [c.text for c in child.cards]
 
 
 async def test_child_choices_reproduce_alone(tiny_engine):

@@ -22,7 +22,7 @@ class Grid:
 class Explore:
     breadcrumb: gr.Radio  # the path from the root run to the shown run; pick one to go back
     runs: gr.Dropdown  # every run of the page, as a tree
-    branch_note: gr.Markdown  # what a branch continues
+    branch_note: gr.HTML  # what a branch continues
     sort: gr.Radio
     k: gr.Slider
     shade: gr.Checkbox
@@ -53,8 +53,10 @@ def build_grid(max_n: int, n0: int) -> Grid:
             with gr.Column(visible=i < n0, min_width=260, elem_id=f"ns-col-{i}") as col:
                 cards.append(gr.HTML(card_html(None, i), elem_classes="ns-card-slot", js_on_load=PICK_CUT_JS))
                 with gr.Row(elem_classes="ns-card-buttons"):
-                    reproduce.append(gr.Button(f"Reproduce #{i}", size="sm", elem_classes="ns-reproduce"))
-                    branch.append(gr.Button(f"Continue #{i}", size="sm", elem_classes="ns-continue"))
+                    reproduce.append(gr.Button(f"Reproduce #{i}", size="sm", min_width=100,
+                                               elem_classes="ns-reproduce"))
+                    branch.append(gr.Button(f"Continue #{i}", size="sm", min_width=100,
+                                            elem_classes="ns-continue"))
             columns.append(col)
     return Grid(columns, cards, reproduce, branch, order)
 
@@ -65,7 +67,7 @@ def build_explore_bar(max_n: int) -> tuple:
         breadcrumb = gr.Radio([], label="Path to this run (pick one to go back)", visible=False, scale=3,
                               elem_id="ns-breadcrumb")
         runs = gr.Dropdown([], label="All runs on this page", visible=False, scale=2, elem_id="ns-runs")
-    branch_note = gr.Markdown(visible=False, elem_id="ns-branch-note")
+    branch_note = gr.HTML(visible=False, elem_id="ns-branch-note")
     with gr.Row(equal_height=True):
         sort = gr.Radio([(label, key) for key, label in SORTS.items()], value="index", label="Sort cards by",
                         scale=3, elem_id="ns-sort")

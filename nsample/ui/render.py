@@ -88,12 +88,12 @@ def _tree_updates(page, run: Run, tree: RunTree) -> dict:
     if run.origin is not None:
         o, inherited = run.origin, run.spec.continuation
         shown_text = ("…" if len(inherited) > PREFIX_SHOWN else "") + inherited[-PREFIX_SHOWN:]
-        note = (f"**Branch:** continues choice #{o.choice} of run {o.parent} after {o.cut} characters; the cards "
-                f"below go on from this text:\n\n<blockquote>{escape(shown_text) or '(nothing: the answer starts afresh)'}"
-                "</blockquote>")
+        note = (f'<div class="ns-branch"><b>Branch:</b> continues choice #{o.choice} of run {o.parent} after {o.cut} '
+                f'characters; the cards below go on from this text:<div class="ns-prefix">'
+                f'{escape(shown_text) or "<i>(nothing: the answer starts afresh)</i>"}</div></div>')
     return {ex.breadcrumb: gr.Radio(choices=tree.breadcrumb(run), value=run.id, visible=many),
             ex.runs: gr.Dropdown(choices=tree.outline(), value=run.id, visible=many),
-            ex.branch_note: gr.Markdown(note, visible=bool(note))}
+            ex.branch_note: gr.HTML(note, visible=bool(note))}
 
 
 def _note(run: Run) -> str:

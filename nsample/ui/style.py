@@ -32,5 +32,7 @@ body.ns-shade .ns-tok[style] { background: rgba(239, 68, 68, calc((1 - var(--p))
 .ns-compare { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
 .ns-compare del { background: rgba(239, 68, 68, 0.25); text-decoration: none; }
 .ns-compare ins { background: rgba(34, 197, 94, 0.25); text-decoration: none; }
-#ns-branch-note blockquote { white-space: pre-wrap; }
+.ns-branch { font-size: 14px; }
+.ns-prefix { white-space: pre-wrap; margin: 6px 0; padding: 6px 10px; border-left: 3px solid var(--color-accent);
+             color: var(--body-text-color-subdued); }
 """
