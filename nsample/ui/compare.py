@@ -5,7 +5,7 @@ from html import escape
 
 from nsample.ui.run import Run
 
-PIECE = re.compile(r"\s+|\w+|[^\w\s]")  # words, runs of whitespace and single punctuation marks
+PIECE = re.compile(r"\s*(?:\w+|[^\w\s])|\s+")  # a word or punctuation mark with the whitespace before it
 
 
 def diff_pieces(a: str, b: str) -> tuple[list[tuple[str, bool]], list[tuple[str, bool]], float]:
