@@ -13,6 +13,7 @@ from nsample.ui import handlers, report
 from nsample.ui.export import usage_table
 from nsample.ui.ranking import rank
 from nsample.ui.run import RunSpec
+from nsample.ui.sweep import run_sweep
 
 SPEC = RunSpec(mode="chat", user="Tell me a story.", n=3, seed=8, max_tokens=16)
 
@@ -123,3 +124,9 @@ async def test_a_failing_upstream_leaves_a_reported_partial_run(tiny_engine):
     assert {c.finish_reason for c in run.cards} == {"error"} and sum(c.tokens for c in run.cards) > 0
     rep = report.summarize(run)
     assert "Failed run" in rep.headline and list(rep.tokens_figure.data[0].y) == [c.tokens for c in run.cards]
+
+
+def test_sweep_on_the_remote_engine(remote):
+    view = run_sweep(remote, RunSpec(mode="chat", user="Hi", n=2, seed=1, max_tokens=6), [0.5, 1.0], [1.0])
+    assert view.summary["temperature"].tolist() == [0.5, 1.0] and view.quality_figure is not None
+    assert "completion_tokens" not in view.summary.columns and "no token ids" in view.note

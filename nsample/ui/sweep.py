@@ -53,9 +53,13 @@ def run_sweep(engine, spec: RunSpec, temperatures: list[float], top_ps: list[flo
     seed = {} if spec.seed is None else {"seed": spec.seed}
     frame = analysis.sweep(engine, spec.engine_prompt, n=spec.n, temperature=temperatures, top_p=top_ps,
                            max_tokens=spec.max_tokens, stop=list(spec.stop), progress=progress or False, **seed)
-    summary = analysis.sweep_summary(frame)[SUMMARY_COLUMNS]
+    summary, notes = analysis.sweep_summary(frame)[SUMMARY_COLUMNS], []
+    if not (summary["completion_tokens"] > 0).any():  # a remote engine's choices carry no token ids
+        summary = summary.drop(columns="completion_tokens")
+        notes.append("The engine reports no token ids, so the table has no token counts.")
+    quality = None
     if frame["mean_logprob"].isna().all():
-        quality, note = None, "The engine sent no logprobs, so there is no quality-vs-diversity figure."
+        notes.append("The engine sent no logprobs, so there is no quality-vs-diversity figure.")
     else:
-        quality, note = analysis.logprob_vs_diversity(frame), ""
-    return SweepView(frame, summary, analysis.diversity_vs_temperature(frame), quality, note)
+        quality = analysis.logprob_vs_diversity(frame)
+    return SweepView(frame, summary, analysis.diversity_vs_temperature(frame), quality, " ".join(notes))
