@@ -179,8 +179,8 @@ def test_sort_by_logprob_branch_and_go_back(page):
     # sort by mean logprob: the cards move, best first, and the best one is marked
     page.get_by_label("mean logprob (best first)").check()
     expect(page.locator("#ns-cards .ns-mark", has_text="best of n")).to_have_count(1)
-    means = {i: float(re.search(r"logprob (-?[0-9.]+)", page.locator(f"#ns-cards .ns-card[data-index='{i}'] .ns-logprob")
-                                .inner_text()).group(1)) for i in range(3)}
+    pills = {i: page.locator(f"#ns-cards .ns-card[data-index='{i}'] .ns-logprob").inner_text() for i in range(3)}
+    means = {i: float(re.search(r"logprob (-?[0-9.]+)", pill).group(1)) for i, pill in pills.items()}
     assert card_order(page) == sorted(means, key=lambda i: -means[i]), means
     # pick a point in card #1 by clicking a token, then continue from there
     card = page.locator("#ns-cards .ns-card[data-index='1']")

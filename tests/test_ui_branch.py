@@ -30,7 +30,8 @@ async def test_raw_branch_prompt_is_parent_prompt_plus_cut_text(tiny_engine):
     settings = RunSpec(n=2, seed=100, temperature=0.8, max_tokens=16)
     spec, origin = handlers.branch(parent, 1, settings)
     assert spec.engine_prompt == RAW.prompt + text[:len(text) // 2]
-    assert (origin.parent, origin.choice, origin.cut, origin.text) == (parent.id, 1, len(text) // 2, text[:len(text) // 2])
+    half = len(text) // 2
+    assert (origin.parent, origin.choice, origin.cut, origin.text) == (parent.id, 1, half, text[:half])
     assert spec.sampling == settings.sampling  # the current settings, the parent's prompt
     other, whole = handlers.branch(parent, 2, settings)  # no cut picked in card #2: its whole text
     assert other.engine_prompt == RAW.prompt + parent.cards[2].text and whole.cut == len(parent.cards[2].text)
@@ -44,7 +45,8 @@ async def test_chat_branch_leaves_the_assistant_turn_open(tiny_engine):
     spec, _ = handlers.branch(parent, 0, CHAT)
     assert spec.engine_prompt[-1] == {"role": "assistant", "content": cut_text}
     decode = tiny_engine.tokenizer.decode
-    assert decode(tiny_engine.tokenize(spec.engine_prompt)) == decode(tiny_engine.tokenize(CHAT.engine_prompt)) + cut_text
+    templated = decode(tiny_engine.tokenize(CHAT.engine_prompt))
+    assert decode(tiny_engine.tokenize(spec.engine_prompt)) == templated + cut_text
     # a grandchild continues the child's continuation
     _, child = await collect(tiny_engine, spec)
     child.origin, child.cut = handlers.branch(parent, 0, CHAT)[1], (1, 4)

@@ -11,8 +11,7 @@ PICK_CUT_JS = ("element.addEventListener('click', (e) => { const s = e.target.cl
 
 
 def card_html(card: Card | None, index: int = 0, mark: str = "", cut: int | None = None) -> str:
-    """The card for one choice; None = a placeholder before the first Generate. A finished card's text is
-    clickable spans (tokens with their probability when logprobs came back, else words)."""
+    """The card for one choice (None: a placeholder); a finished card's text is clickable spans."""
     if card is None:
         return (f'<div class="ns-card" data-index="{index}"><div class="ns-head"><span class="ns-index">#{index}'
                 '</span></div><div class="ns-text ns-empty">Press Generate.</div></div>')

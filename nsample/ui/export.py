@@ -17,8 +17,7 @@ LOGPROB_COLUMNS = ["mean_logprob", "perplexity"]
 
 
 def usage_table(run: Run, text: bool = True) -> pd.DataFrame:
-    """One row per choice, from what the page received (finished, stopped or failed alike), plus the seconds
-    each choice took on this page, and its mean logprob and perplexity when logprobs came back."""
+    """One row per choice from what the page received (any ended run), with seconds and, if any, logprobs."""
     df = run.to_dataframe()
     df["time_s"] = [None if c.time_s is None else round(c.time_s, 3) for c in run.cards]
     columns = TABLE_COLUMNS if text else TABLE_COLUMNS[:-1]
@@ -29,8 +28,7 @@ def usage_table(run: Run, text: bool = True) -> pd.DataFrame:
 
 
 def run_record(run: Run, diversity: dict | None = None) -> dict:
-    """Everything needed to understand and re-run this run: prompt, parameters, seeds, choices, usage, and
-    where it branched from."""
+    """Everything needed to understand and re-run this run: prompt, parameters, seeds, choices, usage, branch."""
     spec, res = run.spec, run.result
     prompt = {"mode": spec.mode, "prompt" if spec.mode == "completion" else "messages": spec.engine_prompt}
     if spec.continuation:

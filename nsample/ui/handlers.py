@@ -74,8 +74,7 @@ async def reproduce(engine, run: Run, index: int) -> Reproduction:
 
 
 def branch(parent: Run | None, index: int, settings: RunSpec) -> tuple[RunSpec, Origin]:
-    """The spec of n new choices continuing choice `index` of `parent` up to the cut picked in its card (the
-    whole text by default), with the current sampling settings; and where the branch starts."""
+    """n new choices (current settings) continuing choice `index` of `parent` up to its picked cut, or all of it."""
     if parent is None or not parent.ended:
         raise InvalidRequest("Let the run finish (or stop it) before continuing from a choice.", param="index")
     if not 0 <= index < len(parent.cards):

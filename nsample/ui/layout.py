@@ -7,8 +7,16 @@ from pathlib import Path
 import gradio as gr
 
 from nsample.sampling_params import MAX_STOP
-from nsample.ui.panels import (Explore, Grid, SweepTab, build_compare, build_explore_bar, build_grid, build_report,
-                               build_sweep_tab)
+from nsample.ui.panels import (
+    Explore,
+    Grid,
+    SweepTab,
+    build_compare,
+    build_explore_bar,
+    build_grid,
+    build_report,
+    build_sweep_tab,
+)
 from nsample.ui.run import DEFAULTS, UI_DEFAULT_MAX_TOKENS, UI_DEFAULT_N
 
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.json"

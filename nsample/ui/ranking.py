@@ -1,7 +1,5 @@
 """The order and marks of the cards: by index, mean token logprob (best-of), length, or the most diverse k.
-
-The scores and picks come from nsample.analysis (rank_choices, most_diverse); this module only turns them into
-an order for the page and a note when a sort cannot apply."""
+Scores and picks come from nsample.analysis (rank_choices, most_diverse); here they become an order and notes."""
 from dataclasses import dataclass, field
 
 from nsample import analysis

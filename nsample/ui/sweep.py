@@ -43,9 +43,7 @@ def parse_values(text: str, name: str, low: float, high: float) -> list[float]:
 
 def run_sweep(engine, spec: RunSpec, temperatures: list[float], top_ps: list[float],
               progress: Callable[[int, int], None] | None = None) -> SweepView:
-    """n choices of the page's prompt at every (temperature, top_p), the same seed at every point.
-
-    `progress(done, total)` is called between points; raising SweepStopped there ends the sweep early."""
+    """n choices at every (temperature, top_p), one seed; `progress` may raise SweepStopped between points."""
     points = len(temperatures) * len(top_ps)
     if points > MAX_POINTS:
         raise InvalidRequest(f"A sweep from the page has at most {MAX_POINTS} points (temperatures x top_p "

@@ -17,7 +17,7 @@ def wire(page, engine, on_engine: dict) -> None:
     tab.stop.click(_stop, tab.flag, tab.status, cancels=[event], queue=False, api_visibility="private")
 
 
-def _sweep(engine, page, temperatures, top_ps, *values, progress=gr.Progress()):
+def _sweep(engine, page, temperatures, top_ps, *values, progress=gr.Progress()):  # noqa: B008 (Gradio's idiom)
     """Runs in a worker thread (sweep() blocks); the first update hands the page a flag that Stop sets."""
     tab = page.sweep
     try:

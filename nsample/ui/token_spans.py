@@ -11,8 +11,7 @@ WORD = re.compile(r"\s*\S+\s*|\s+")
 
 
 def token_segments(text: str, logprobs: list[TokenLogprob]) -> list[tuple[int, int, float | None]]:
-    """(start, end, probability) spans of `text`, one per token; tokens whose text differs from the decoded text
-    (a character split over tokens, a stop string cut off) are aligned by difflib, never dropped silently."""
+    """(start, end, probability) per token of `text`; split characters and cut stops are aligned by difflib."""
     joined = "".join(t.token for t in logprobs)
     owner = [i for i, t in enumerate(logprobs) for _ in t.token]  # token index of each joined character
     if joined.startswith(text):
@@ -40,8 +39,7 @@ def word_segments(text: str) -> list[tuple[int, int, None]]:
 
 
 def spans_html(text: str, logprobs: list[TokenLogprob], cut: int | None = None) -> str:
-    """The text as spans carrying data-end (the character offset a click cuts after) and --p (probability);
-    the part after `cut` is dimmed."""
+    """Spans with data-end (where a click cuts) and --p (probability); the part after `cut` is struck out."""
     segments = token_segments(text, logprobs) if logprobs else word_segments(text)
     out = []
     for start, end, p in segments:
