@@ -182,6 +182,14 @@ def test_sort_by_logprob_branch_and_go_back(page):
     pills = {i: page.locator(f"#ns-cards .ns-card[data-index='{i}'] .ns-logprob").inner_text() for i in range(3)}
     means = {i: float(re.search(r"logprob (-?[0-9.]+)", pill).group(1)) for i, pill in pills.items()}
     assert card_order(page) == sorted(means, key=lambda i: -means[i]), means
+    # shading tints tokens by probability; the compare view marks where two choices differ
+    token_background = "getComputedStyle(document.querySelector('#ns-cards .ns-tok[style]')).backgroundColor"
+    assert page.evaluate(token_background) == "rgba(0, 0, 0, 0)"
+    page.locator("#ns-shade input").check()
+    page.wait_for_function(f"{token_background} !== 'rgba(0, 0, 0, 0)'")
+    page.get_by_text("Compare two choices").click()
+    expect(page.locator("#ns-compare .ns-card")).to_have_count(2)
+    expect(page.locator("#ns-compare ins").first).to_be_visible()
     # pick a point in card #1 by clicking a token, then continue from there
     card = page.locator("#ns-cards .ns-card[data-index='1']")
     token = card.locator(".ns-tok").nth(2)
