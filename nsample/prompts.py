@@ -33,6 +33,17 @@ def normalize_messages(messages) -> list[dict]:
     return out
 
 
+def chat_ids(tokenizer, messages: list[dict]) -> list[int]:
+    """The chat template's token ids; a last assistant message is continued (its turn left open), not closed."""
+    open_turn = messages[-1]["role"] == "assistant"
+    try:
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=not open_turn,
+                                             continue_final_message=open_turn, tokenize=True)["input_ids"]
+    except ValueError as e:  # a template that rewrites the final message cannot leave it open
+        raise InvalidRequest(f"This model's chat template cannot continue the final assistant message: {e}",
+                             param="messages", code="invalid_value") from None
+
+
 def prompt_ids(tokenizer, prompt, vocab_size: int) -> list[int]:
     """Token ids for a string (no special tokens added), chat messages (chat template) or token ids."""
     if isinstance(prompt, str):
@@ -43,8 +54,7 @@ def prompt_ids(tokenizer, prompt, vocab_size: int) -> list[int]:
         if not tokenizer.chat_template:
             raise InvalidRequest("This model has no chat template; use a text prompt.", param="messages",
                                  code="invalid_value")
-        ids = tokenizer.apply_chat_template(normalize_messages(prompt), add_generation_prompt=True,
-                                            tokenize=True)["input_ids"]
+        ids = chat_ids(tokenizer, normalize_messages(prompt))
     elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
                                                      for t in prompt):
         bad = [t for t in prompt if not 0 <= t < vocab_size]

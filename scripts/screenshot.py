@@ -1,7 +1,9 @@
-"""Regenerate assets/screenshot.png: run `python app.py` on a free port, generate once in Chromium, capture the page.
+"""Regenerate the README pictures: run `python app.py` on a free port and, in Chromium, generate once with logprobs
+and sort by them (assets/screenshot.png), then continue the best choice from a point in its text, with tokens
+shaded by probability (assets/screenshot-branch.png).
 
     python scripts/screenshot.py                      # embedded SmolLM2-135M-Instruct
-    python scripts/screenshot.py --model nsample/tiny-random --out /tmp/shot.png
+    python scripts/screenshot.py --model nsample/tiny-random --out /tmp/shot.png --branch-out /tmp/branch.png
 """
 import argparse
 import os
@@ -38,7 +40,7 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 300) -> None:
     sys.exit("app.py did not start in time")
 
 
-def capture(base: str, out: Path, chromium: str, n: int, seed: int, max_tokens: int) -> None:
+def capture(base: str, out: Path, branch_out: Path, chromium: str, n: int, seed: int, max_tokens: int) -> None:
     expect.set_options(timeout=300_000)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
@@ -52,19 +54,42 @@ def capture(base: str, out: Path, chromium: str, n: int, seed: int, max_tokens: 
             box.fill(str(value))
             box.press("Enter")
         page.locator("#ns-seed").get_by_role("textbox").fill(str(seed))
+        page.locator("#ns-logprobs input").check()
         page.locator("#ns-generate").click()
         expect(page.locator("#ns-status")).to_contain_text("Done")
+        page.get_by_label("mean logprob (best first)").check()
+        expect(page.locator("#ns-cards .ns-mark", has_text="best of n")).to_be_visible()
         expect(page.locator("#ns-similarity-plot .js-plotly-plot")).to_be_visible()
         page.wait_for_timeout(1500)  # let plotly finish drawing
         out.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(out), full_page=True)
+        _branch(page, branch_out)
         browser.close()
+
+
+def _branch(page, out: Path) -> None:
+    """Cut the best card after about a third of its tokens, continue it, shade the new cards' tokens."""
+    best = page.locator("#ns-cards .ns-card:has(.ns-mark:text('best of n'))")
+    tokens = best.locator(".ns-tok")
+    tokens.nth(tokens.count() // 3).click()
+    expect(best.locator(".ns-cut")).to_be_visible()
+    page.get_by_role("button", name=f"Continue #{best.get_attribute('data-index')}", exact=True).click()
+    expect(page.locator("#ns-branch-note")).to_be_visible()
+    expect(page.locator("#ns-status")).to_contain_text("Done")
+    page.locator("#ns-shade input").check()
+    page.evaluate("window.scrollTo(0, 0)")  # bounding boxes are relative to the viewport; the clip to the page
+    page.wait_for_timeout(500)
+    top = page.locator("#ns-breadcrumb").bounding_box()["y"] - 12
+    bottom = page.locator("#ns-cards").bounding_box()
+    page.screenshot(path=str(out), full_page=True,
+                    clip={"x": 0, "y": top, "width": 1400, "height": bottom["y"] + bottom["height"] + 60 - top})
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="default: the embedded SmolLM2-135M-Instruct")
     p.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png")
+    p.add_argument("--branch-out", type=Path, default=ROOT / "assets" / "screenshot-branch.png")
     p.add_argument("--chromium", default=os.environ.get("CHROMIUM", "/usr/bin/chromium"))
     p.add_argument("--n", type=int, default=4)
     p.add_argument("--seed", type=int, default=1234)
@@ -77,8 +102,8 @@ def main() -> None:
     try:
         base = f"http://127.0.0.1:{port}"
         wait_ready(base + "/health", proc)
-        capture(base, args.out, args.chromium, args.n, args.seed, args.max_tokens)
-        print(f"wrote {args.out}")
+        capture(base, args.out, args.branch_out, args.chromium, args.n, args.seed, args.max_tokens)
+        print(f"wrote {args.out} and {args.branch_out}")
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -1,5 +1,7 @@
 """The page in headless Chromium, served with the API by the real app factory on a loopback port (tiny model)."""
+import contextlib
 import json
+import re
 from pathlib import Path
 
 import openai
@@ -8,6 +10,8 @@ from live_server import live_server
 from playwright.sync_api import expect, sync_playwright
 from test_ui_server import wait_idle
 
+from nsample.remote import RemoteConfig, RemoteEngine
+from nsample.server import ServerConfig, create_app
 from nsample.ui import build_app
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's; Playwright's own browser download is not used
@@ -40,15 +44,36 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser, server):
+@pytest.fixture(scope="module")
+def remote_server(tiny_engine):
+    """The page on a RemoteEngine whose upstream is a second nsample server (the API alone) on the tiny engine."""
+    with live_server(create_app(tiny_engine, ServerConfig())) as upstream:
+        engine = RemoteEngine(RemoteConfig(upstream + "/v1"))
+        try:
+            with live_server(build_app(engine)) as base:
+                yield base
+        finally:
+            engine.close()
+            wait_idle(tiny_engine)
+
+
+@contextlib.contextmanager
+def open_page(browser, url):
     context = browser.new_context(viewport={"width": 1400, "height": 1800}, accept_downloads=True)
     pg = context.new_page()
     pg.set_default_timeout(T)
-    pg.goto(server)
+    pg.goto(url)
     expect(pg.locator("#ns-generate")).to_be_visible()
-    yield pg
-    context.close()
+    try:
+        yield pg
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    with open_page(browser, server) as pg:
+        yield pg
 
 
 def set_number(page, elem_id: str, value) -> None:
@@ -126,6 +151,87 @@ def test_stop_cancels_in_the_engine(page, tiny_engine):
     expect(page.locator("#ns-status")).to_contain_text("Stopped")
     expect(visible_cards(page).first).to_have_attribute("data-finish", "cancelled")
     wait_idle(tiny_engine)
+    # the partial run is reported like a finished one: table rows, charts, headline
+    expect(page.locator("#ns-headline")).to_contain_text("Stopped run, partial texts")
+    expect(page.locator("#ns-usage [role=row][data-index]")).to_have_count(2)
+    expect(page.locator("#ns-usage")).to_contain_text("cancelled")
+    expect(page.locator("#ns-tokens-plot .js-plotly-plot")).to_be_visible()
+    expect(page.locator("#ns-similarity-plot .js-plotly-plot")).to_be_visible()
+
+
+def card_order(page) -> list[int]:
+    """The visible cards' indices in reading order (top to bottom, left to right)."""
+    boxes = []
+    for card in visible_cards(page).all():
+        box = card.bounding_box()
+        boxes.append((round(box["y"]), box["x"], int(card.get_attribute("data-index"))))
+    return [i for _, _, i in sorted(boxes)]
+
+
+def test_sort_by_logprob_branch_and_go_back(page):
+    page.locator("#ns-logprobs input").check()
+    set_number(page, "ns-n", 3)
+    set_number(page, "ns-max-tokens", 16)
+    page.locator("#ns-generate").click()
+    status = page.locator("#ns-status")
+    expect(status).to_contain_text("Done: 3 choices")
+    parent = {i: page.locator(f"#ns-cards .ns-card[data-index='{i}'] .ns-text").inner_text() for i in range(3)}
+    # sort by mean logprob: the cards move, best first, and the best one is marked
+    page.get_by_label("mean logprob (best first)").check()
+    expect(page.locator("#ns-cards .ns-mark", has_text="best of n")).to_have_count(1)
+    pills = {i: page.locator(f"#ns-cards .ns-card[data-index='{i}'] .ns-logprob").inner_text() for i in range(3)}
+    means = {i: float(re.search(r"logprob (-?[0-9.]+)", pill).group(1)) for i, pill in pills.items()}
+    assert card_order(page) == sorted(means, key=lambda i: -means[i]), means
+    # shading tints tokens by probability; the compare view marks where two choices differ
+    token_background = "getComputedStyle(document.querySelector('#ns-cards .ns-tok[style]')).backgroundColor"
+    assert page.evaluate(token_background) == "rgba(0, 0, 0, 0)"
+    page.locator("#ns-shade input").check()
+    page.wait_for_function(f"{token_background} !== 'rgba(0, 0, 0, 0)'")
+    page.get_by_text("Compare two choices").click()
+    expect(page.locator("#ns-compare .ns-card")).to_have_count(2)
+    expect(page.locator("#ns-compare ins").first).to_be_visible()
+    # pick a point in card #1 by clicking a token, then continue from there
+    card = page.locator("#ns-cards .ns-card[data-index='1']")
+    token = card.locator(".ns-tok").nth(2)
+    cut = int(token.get_attribute("data-end"))
+    token.click()
+    expect(card.locator(".ns-cut")).to_contain_text(f"after {cut} of")
+    page.get_by_role("button", name="Continue #1", exact=True).click()
+    note = page.locator("#ns-branch-note")
+    expect(note).to_contain_text("continues choice #1 of run 1")
+    expect(status).to_contain_text("Done: 3 choices")
+    assert note.locator(".ns-prefix").inner_text().strip() == parent[1][:cut].strip()
+    expect(visible_cards(page)).to_have_count(3)
+    child = [t.strip() for t in visible_cards(page).locator(".ns-text").all_inner_texts()]
+    assert all(child) and set(child).isdisjoint(t.strip() for t in parent.values())
+    crumb = page.locator("#ns-breadcrumb")
+    expect(crumb).to_contain_text(f"Run 2 ← #1 of run 1 at {cut} chars")
+    # the JSON export holds the tree: the parent, then the child with its branch point
+    with page.expect_download() as download:
+        page.locator("#ns-download-json").click()
+    record = json.loads(Path(download.value.path()).read_text())
+    assert [r["run"] for r in record["tree"]] == [1, 2] and record["branch"]["cut"] == cut
+    # back to the parent from the breadcrumb
+    crumb.get_by_text("Run 1", exact=True).click()
+    expect(note).to_be_hidden()
+    for i, text in parent.items():
+        expect(page.locator(f"#ns-cards .ns-card[data-index='{i}'] .ns-text")).to_have_text(text)
+
+
+def test_remote_engine_reports_tokens(browser, remote_server):
+    with open_page(browser, remote_server) as page:
+        set_number(page, "ns-n", 2)
+        set_number(page, "ns-max-tokens", 12)
+        page.locator("#ns-generate").click()
+        expect(page.locator("#ns-status")).to_contain_text("Done: 2 choices")
+        counts = [int(re.search(r"(\d+) tokens", t).group(1))
+                  for t in visible_cards(page).locator(".ns-tokens").all_inner_texts()]
+        assert len(counts) == 2 and all(c > 0 for c in counts), counts
+        rows = page.locator("#ns-usage [role=row][data-index]")
+        expect(rows).to_have_count(2)
+        for i, count in enumerate(counts):
+            expect(rows.nth(i)).to_contain_text(str(count))
+        expect(page.locator("#ns-tokens-plot .js-plotly-plot")).to_be_visible()
 
 
 def test_openai_client_on_the_same_server(server, tiny_engine):

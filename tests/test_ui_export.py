@@ -42,7 +42,7 @@ def test_json_and_csv_files(finished_run, tmp_path):
     assert record["prompt"] == {"mode": "chat", "messages": [{"role": "system", "content": "You are terse."},
                                                              {"role": "user", "content": "Name a fruit."}]}
     assert record["parameters"] == {"n": 3, "seed": 11, "temperature": 0.9, "top_p": 0.95, "max_tokens": 16,
-                                    "stop": ["\n\n"], "seeds": [11, 12, 13]}
+                                    "stop": ["\n\n"], "logprobs": False, "seeds": [11, 12, 13]}
     res = finished_run.result
     assert [c["text"] for c in record["choices"]] == [c.text for c in res.choices]
     assert [c["token_ids"] for c in record["choices"]] == [c.token_ids for c in res.choices]

@@ -104,7 +104,7 @@ def test_spec_from_widget_values():
     spec = RunSpec.from_ui("chat", "Be brief.", "Hello", "", 3.0, " 42 ", 0.5, 0.9, 64.0, ["\\n", "END"])
     assert spec.engine_prompt == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]
     assert spec.sampling == {"n": 3, "seed": 42, "temperature": 0.5, "top_p": 0.9, "max_tokens": 64,
-                             "stop": ["\n", "END"]}
+                             "stop": ["\n", "END"], "logprobs": False}
     raw = RunSpec.from_ui("completion", "ignored", "ignored", "Once", 2, "", 1.0, 1.0, 8, None)
     assert raw.engine_prompt == "Once" and raw.seed is None and raw.stop == ()
     assert RunSpec.from_ui("chat", "  ", "Hi", "", 1, "", 1, 1, 8, []).engine_prompt == [

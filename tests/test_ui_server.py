@@ -26,9 +26,10 @@ def wait_idle(engine, timeout=20.0):
         time.sleep(0.05)
 
 
-def inputs(n, max_tokens, seed="", prompt="Once upon a time"):
-    """The Generate inputs in page order: mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop."""
-    return ["completion", "", "", prompt, n, seed, 1.0, 1.0, max_tokens, []]
+def inputs(n, max_tokens, seed="", prompt="Once upon a time", logprobs=False):
+    """The Generate inputs in page order: mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop,
+    logprobs."""
+    return ["completion", "", "", prompt, n, seed, 1.0, 1.0, max_tokens, [], logprobs]
 
 
 def status_of(outputs) -> str:
@@ -76,6 +77,18 @@ def test_two_users_at_once_and_cancel_frees_the_engine(server, tiny_engine):
     finally:
         long_client.close()
         short_client.close()
+
+
+def test_sweep_endpoint_runs_the_grid(server):
+    client = Client(server, verbose=False)
+    try:
+        job = client.submit("0.5, 1.2", "1.0", *inputs(2, 6, seed="3"), api_name="/sweep")
+        status, diversity, quality, table = job.result(timeout=TIMEOUT)[:4]
+    finally:
+        client.close()
+    assert status.startswith("Done: 2 points × 2 choices")
+    assert diversity and quality  # both figures of the notebook
+    assert [row[:2] for row in table["value"]["data"]] == [[0.5, 1.0], [1.2, 1.0]]
 
 
 def test_api_key_guards_v1_only(tiny_engine):

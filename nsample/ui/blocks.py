@@ -1,23 +1,19 @@
-"""The gr.Blocks: the page from layout.py wired to the handlers. Gradio-specific glue only."""
-import asyncio
+"""The gr.Blocks: the page from layout.py wired to the handlers: generate, continue from a choice, stop, reproduce.
+Gradio-specific glue only; the explore and sweep events are wired in explore_events.py and sweep_events.py."""
 import contextlib
-import tempfile
-import uuid
 from functools import partial
-from pathlib import Path
 
 import gradio as gr
 
 from nsample.errors import NSampleError
-from nsample.ui import handlers, report
+from nsample.ui import explore_events, handlers, render, sweep_events
 from nsample.ui.api_help import api_base, api_markdown, api_snippet
-from nsample.ui.cards import card_html, reproduction_html
-from nsample.ui.export import prune_exports, usage_table, write_exports
+from nsample.ui.cards import reproduction_html, run_cards
 from nsample.ui.layout import Page, build_page
-from nsample.ui.run import UI_MAX_N, Run, RunSpec
+from nsample.ui.run import UI_MAX_N, Origin, Run, RunSpec
+from nsample.ui.tree import RunTree
 
 PAGE_URL_JS = "() => window.location.href"
-EXPORT_DIR = Path(tempfile.gettempdir()) / "nsample-ui"
 
 
 def build_blocks(engine, key_required: bool = False) -> gr.Blocks:
@@ -26,29 +22,45 @@ def build_blocks(engine, key_required: bool = False) -> gr.Blocks:
     with gr.Blocks(title="nsample", delete_cache=(3600, 3600)) as demo:
         page = build_page(engine.name, max_n)
         _wire(demo, page, engine, key_required)
-    # no per-event queue of one: Generate and Reproduce share one limit (the engine's max_active, set in _wire),
+    # no per-event queue of one: every engine event shares one limit (the engine's max_active, set in _wire),
     # the engine round-robins them with API requests, and the light events run outside the queue
     demo.queue(default_concurrency_limit=None)
     return demo
 
 
+def run_outputs(page: Page) -> list:
+    """Every component a run's updates may touch."""
+    ex = page.explore
+    return [*page.grid.cards, *page.grid.columns, page.grid.order, page.status, page.reproduction, page.headline,
+            page.table, page.tokens_plot, page.similarity_plot, page.download_json, page.download_csv,
+            ex.breadcrumb, ex.runs, ex.branch_note, ex.view_note, ex.shade, ex.compare_a, ex.compare_b, ex.compare,
+            page.run, page.tree]
+
+
 def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool) -> None:
-    limit = max(1, engine.config.max_active)
+    on_engine = {"concurrency_id": "engine", "concurrency_limit": max(1, engine.config.max_active)}
     local = {"queue": False, "api_visibility": "private"}
     page.mode.change(_mode_visibility, page.mode, [page.system, page.user, page.prompt], **local)
-    page.n.change(lambda k: [gr.Column(visible=i < int(k)) for i in range(len(page.columns))], page.n,
-                  page.columns, **local)
+    page.n.change(lambda k: [gr.Column(visible=i < int(k)) for i in range(len(page.grid.columns))], page.n,
+                  page.grid.columns, **local)
     gr.on([page.n.change, page.temperature.change], _hint, [page.temperature, page.n], page.hint, **local)
 
-    outputs = [*page.cards, *page.columns, page.status, page.reproduction, page.headline, page.table,
-               page.tokens_plot, page.similarity_plot, page.download_json, page.download_csv, page.run]
-    run_event = page.generate.click(partial(_generate, engine, page), page.inputs, outputs, api_name="generate",
-                                    concurrency_id="engine", concurrency_limit=limit)
-    page.stop_button.click(partial(_stopped, page), page.run, [*page.cards, page.status], cancels=[run_event],
+    outputs, ex = run_outputs(page), page.explore
+    view_inputs, view_outputs = [page.run, ex.sort, ex.k], [*page.grid.cards, page.grid.order, ex.view_note]
+    runs = [page.generate.click(partial(_generate, engine, page), [page.tree, *page.inputs], outputs,
+                                api_name="generate", **on_engine)]
+    for i, button in enumerate(page.grid.continue_buttons):
+        runs.append(button.click(partial(_continue, engine, page, i), [page.run, page.tree, *page.inputs], outputs,
+                                 api_name=f"continue_{i}", api_visibility="undocumented", **on_engine))
+    for event in runs:  # the page's sort applies to every run once it has ended
+        event.then(partial(render.view, page), view_inputs, view_outputs, **local)
+    page.stop_button.click(partial(_stopped, page), [page.run, page.tree, ex.sort, ex.k], outputs, cancels=runs,
                            api_name="stop", api_visibility="undocumented")
-    for i, button in enumerate(page.reproduce_buttons):
+    for i, button in enumerate(page.grid.reproduce_buttons):
         button.click(partial(_reproduce, engine, i), page.run, page.reproduction, api_name=f"reproduce_{i}",
-                     api_visibility="undocumented", concurrency_id="engine", concurrency_limit=limit)
+                     api_visibility="undocumented", **on_engine)
+    explore_events.wire(page, outputs, view_inputs, view_outputs)
+    sweep_events.wire(page, engine, on_engine)
     demo.load(None, None, page.page_url, js=PAGE_URL_JS).then(
         partial(_api_help, engine.name, key_required), page.page_url, [page.api_text, page.api_code], **local)
 
@@ -68,70 +80,59 @@ def _api_help(model: str, key_required: bool, page_url: str):
     return api_markdown(base, model), api_snippet(base, model, key_required)
 
 
-async def _generate(engine, page: Page, *values):
-    """Stream the run into the cards (only changed ones), then fill the report and the downloads."""
+async def _generate(engine, page: Page, tree: RunTree | None, *values):
+    """A new root run from the inputs."""
     try:
         spec = RunSpec.from_ui(*values)
         stream = handlers.generate(engine, spec)
+    except NSampleError as e:
+        raise gr.Error(e.message) from None
+    async for out in _stream(page, stream, tree or RunTree(), None):
+        yield out
+
+
+async def _continue(engine, page: Page, index: int, parent: Run | None, tree: RunTree | None, *values):
+    """n new choices continuing choice `index` of the shown run, up to the point picked in its card."""
+    try:
+        spec, origin = handlers.branch(parent, index, RunSpec.from_ui(*values))
+        stream = handlers.generate(engine, spec)
+    except NSampleError as e:
+        raise gr.Error(e.message) from None
+    async for out in _stream(page, stream, tree or RunTree(), origin):
+        yield out
+
+
+async def _stream(page: Page, stream, tree: RunTree, origin: Origin | None):
+    """Stream a run into the cards (only changed ones), then show its report; a failure keeps the partial run."""
+    run = None
+    try:
         async with contextlib.aclosing(stream):
             shown: dict[int, str] = {}
             async for run in stream:
-                first = not shown
-                out = {}
-                for card in run.cards:
-                    html = card_html(card)
-                    if shown.get(card.index) != html:
-                        out[page.cards[card.index]] = shown[card.index] = html
+                out, first = {}, not shown
                 if first:
-                    out.update(_started(page, run))
-                elif run.done:
-                    out.update(await _finished(page, run))
-                else:
-                    out[page.status] = _status(run)
+                    run.origin = origin
+                    out.update(render.started(page, tree.add(run), tree))
+                for card, html in zip(run.cards, run_cards(run)):
+                    if shown.get(card.index) != html:
+                        out[page.grid.cards[card.index]] = shown[card.index] = html
+                if run.done:
+                    out.update(await render.shown(page, run, tree))
+                elif not first:
+                    out[page.status] = render.status(run)
                 yield out
     except NSampleError as e:
+        if run is not None and run.error is not None:
+            yield await render.shown(page, run, tree)
         raise gr.Error(e.message) from None
 
 
-def _started(page: Page, run: Run) -> dict:
-    n = len(run.cards)
-    hidden = {c: None for c in (page.headline, page.table, page.tokens_plot, page.similarity_plot)}
-    return {**{col: gr.Column(visible=i < n) for i, col in enumerate(page.columns)}, **hidden,
-            page.status: _status(run), page.reproduction: "", page.run: run,
-            page.download_json: gr.DownloadButton(visible=False), page.download_csv: gr.DownloadButton(visible=False)}
-
-
-async def _finished(page: Page, run: Run) -> dict:
-    rep = await asyncio.to_thread(report.summarize, run)
-    await asyncio.to_thread(prune_exports, EXPORT_DIR)
-    json_path, csv_path = await asyncio.to_thread(write_exports, run, EXPORT_DIR / uuid.uuid4().hex, rep.diversity)
-    return {page.status: _status(run), page.headline: rep.headline, page.table: _display(usage_table(run, text=False)),
-            page.tokens_plot: rep.tokens_figure, page.similarity_plot: rep.similarity_figure, page.run: run,
-            page.download_json: gr.DownloadButton(value=str(json_path), visible=True),
-            page.download_csv: gr.DownloadButton(value=str(csv_path), visible=True)}
-
-
-def _display(table):
-    """Seeds are 64-bit: as text, or the browser rounds them to a double."""
-    return table.astype({"seed": str})
-
-
-def _status(run: Run) -> str:
-    tokens = sum(c.tokens for c in run.cards)
-    if run.result is None:
-        verb = "Stopped" if run.cancelled else "Generating"
-        return f"{verb}: {len(run.cards)} choices, {tokens} tokens so far."
-    t, u = run.result.timings, run.result.usage
-    return (f"Done: {len(run.cards)} choices, {u.completion_tokens} completion tokens from a {u.prompt_tokens}-token "
-            f"prompt; prefill {t.prefill_s:.2f} s, decode {t.decode_s:.2f} s, {t.tokens_per_s:.0f} tokens/s.")
-
-
-def _stopped(page: Page, run: Run | None):
-    """After Stop cancels the event (and with it the engine request): mark the unfinished cards."""
-    if run is None or run.done:
+async def _stopped(page: Page, run: Run | None, tree: RunTree | None, by: str, k):
+    """After Stop cancels the event (and with it the engine request): the partial run, reported like any other."""
+    if run is None or run.done or run.error is not None:
         return {page.status: gr.skip()}
     run.cancel()
-    return {**{page.cards[c.index]: card_html(c) for c in run.cards}, page.status: _status(run)}
+    return {**await render.shown(page, run, tree or RunTree()), **render.view(page, run, by, k)}
 
 
 async def _reproduce(engine, index: int, run: Run | None):

@@ -1,4 +1,5 @@
-"""The UI's work as plain Python: submit to the engine, stream a Run in throttled snapshots, reproduce a choice.
+"""The UI's work as plain Python: submit to the engine, stream a Run in throttled snapshots, reproduce a choice,
+branch from a choice.
 
 No Gradio here and no sampling logic: the engine samples, nsample.analysis measures, these functions relay.
 """
@@ -6,8 +7,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from nsample.errors import InvalidRequest
-from nsample.ui.run import Run, RunSpec
+from nsample.errors import InvalidRequest, NSampleError
+from nsample.ui.run import Origin, Run, RunSpec
 
 STREAM_INTERVAL_S = 0.05  # at most ~20 page updates a second, however fast tokens arrive
 
@@ -16,7 +17,7 @@ async def generate(engine, spec: RunSpec, interval: float = STREAM_INTERVAL_S) -
     """Yield the same Run as it fills: once at submit (seeds known), then every `interval` while tokens
     arrive, then once with `run.result` set. Closing the iterator early cancels the request in the engine."""
     req = engine.submit(spec.engine_prompt, **spec.sampling)  # validates now: NSampleError reaches the caller
-    run = Run.start(spec, engine.name, req.seeds)
+    run = Run.start(spec, engine.name, req.seeds, ids_reported=getattr(engine, "tokenizer", None) is not None)
     version = [0]
 
     async def pump():
@@ -33,11 +34,15 @@ async def generate(engine, spec: RunSpec, interval: float = STREAM_INTERVAL_S) -
             if version[0] != shown and not task.done():
                 shown = version[0]
                 yield run
-        task.result()  # an engine error surfaces here
-        run.result = req.result()
+        try:
+            task.result()  # an engine error surfaces here
+            run.finish(req.result())
+        except NSampleError as e:
+            run.fail(e.message)  # the partial run stays whole for the report; the caller sees the error
+            raise
         yield run
     finally:
-        if not run.done:
+        if not run.ended:
             run.cancel()
         task.cancel()
         req.cancel()
@@ -66,6 +71,19 @@ async def reproduce(engine, run: Run, index: int) -> Reproduction:
     again = req.result().choices[0]
     same = again.token_ids == original.token_ids and again.text == original.text
     return Reproduction(index, original.seed, again.text, again.token_ids, same)
+
+
+def branch(parent: Run | None, index: int, settings: RunSpec) -> tuple[RunSpec, Origin]:
+    """n new choices (current settings) continuing choice `index` of `parent` up to its picked cut, or all of it."""
+    if parent is None or not parent.ended:
+        raise InvalidRequest("Let the run finish (or stop it) before continuing from a choice.", param="index")
+    if not 0 <= index < len(parent.cards):
+        raise InvalidRequest(f"There is no choice #{index} in this run.", param="index")
+    text = parent.cards[index].text
+    cut = parent.cut[1] if parent.cut and parent.cut[0] == index else len(text)
+    if not 0 <= cut <= len(text):
+        raise InvalidRequest(f"Choice #{index} has {len(text)} characters; cannot cut after {cut}.", param="cut")
+    return settings.continued(parent.spec, text[:cut]), Origin(parent.id, index, cut, text[:cut])
 
 
 def greedy_hint(temperature: float, n: int) -> str:

@@ -1,4 +1,5 @@
-"""The page's components, laid out once: inputs, n pre-allocated cards in a CSS grid, report, export, API help."""
+"""The page's components, laid out once: inputs, the Choices tab (run tree, view controls, n pre-allocated cards in
+a CSS grid, compare, report, export), the Sweep tab, and the API help."""
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -6,7 +7,16 @@ from pathlib import Path
 import gradio as gr
 
 from nsample.sampling_params import MAX_STOP
-from nsample.ui.cards import card_html
+from nsample.ui.panels import (
+    Explore,
+    Grid,
+    SweepTab,
+    build_compare,
+    build_explore_bar,
+    build_grid,
+    build_report,
+    build_sweep_tab,
+)
 from nsample.ui.run import DEFAULTS, UI_DEFAULT_MAX_TOKENS, UI_DEFAULT_N
 
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
@@ -29,13 +39,13 @@ class Page:
     top_p: gr.Slider
     max_tokens: gr.Slider
     stop: gr.Dropdown
+    logprobs: gr.Checkbox
     hint: gr.Markdown
     generate: gr.Button
     stop_button: gr.Button
     status: gr.Markdown
-    columns: list[gr.Column]
-    cards: list[gr.HTML]
-    reproduce_buttons: list[gr.Button]
+    grid: Grid
+    explore: Explore
     reproduction: gr.HTML
     table: gr.Dataframe
     tokens_plot: gr.Plot
@@ -43,15 +53,18 @@ class Page:
     headline: gr.Markdown
     download_json: gr.DownloadButton
     download_csv: gr.DownloadButton
+    sweep: SweepTab
     page_url: gr.Textbox
     api_text: gr.Markdown
     api_code: gr.Code
-    run: gr.State
+    run: gr.State  # the Run the cards show
+    tree: gr.State  # the RunTree of this page session
 
     @property
     def inputs(self) -> list:
+        """RunSpec.from_ui's arguments, in order."""
         return [self.mode, self.system, self.user, self.prompt, self.n, self.seed, self.temperature, self.top_p,
-                self.max_tokens, self.stop]
+                self.max_tokens, self.stop, self.logprobs]
 
 
 def load_examples(path: Path = EXAMPLES_FILE) -> tuple[list[list], list[str]]:
@@ -90,6 +103,8 @@ def build_page(model_name: str, max_n: int) -> Page:
                                    elem_id="ns-max-tokens")
             stop = gr.Dropdown(STOP_CHOICES, value=[], multiselect=True, allow_custom_value=True,
                                max_choices=MAX_STOP, label=f"Stop strings (up to {MAX_STOP}; type \\n for a newline)")
+            logprobs = gr.Checkbox(value=DEFAULTS.logprobs, label="logprobs (rank by likelihood, shade tokens)",
+                                   elem_id="ns-logprobs")
     hint = gr.Markdown(visible=False, elem_id="ns-hint")
     with gr.Row():
         generate = gr.Button("Generate", variant="primary", elem_id="ns-generate")
@@ -98,28 +113,21 @@ def build_page(model_name: str, max_n: int) -> Page:
     if rows:
         gr.Examples(rows, [mode, system, user, prompt, n, temperature, max_tokens], example_labels=labels,
                     label="Examples")
-    status = gr.Markdown(elem_id="ns-status")
-    columns, cards, buttons = [], [], []
-    with gr.Row(elem_id="ns-cards"):
-        for i in range(max_n):
-            with gr.Column(visible=i < n0, min_width=260) as col:
-                cards.append(gr.HTML(card_html(None, i), elem_classes="ns-card-slot"))
-                buttons.append(gr.Button(f"Reproduce #{i}", size="sm", elem_classes="ns-reproduce"))
-            columns.append(col)
-    reproduction = gr.HTML(elem_id="ns-repro")
-    headline = gr.Markdown(elem_id="ns-headline")
-    with gr.Row():
-        tokens_plot = gr.Plot(label="Completion tokens per choice", elem_id="ns-tokens-plot")
-        similarity_plot = gr.Plot(label="Pairwise similarity", elem_id="ns-similarity-plot")
-    table = gr.Dataframe(label="Usage (one row per choice)", interactive=False, wrap=True, elem_id="ns-usage")
-    with gr.Row():
-        download_json = gr.DownloadButton("Download run (JSON)", visible=False, elem_id="ns-download-json")
-        download_csv = gr.DownloadButton("Download table (CSV)", visible=False, elem_id="ns-download-csv")
+    with gr.Tabs():
+        with gr.Tab("Choices", elem_id="ns-choices-tab"):
+            bar = build_explore_bar(max_n)
+            status = gr.Markdown(elem_id="ns-status")
+            grid = build_grid(max_n, n0)
+            reproduction = gr.HTML(elem_id="ns-repro")
+            explore = Explore(*bar, *build_compare())
+            headline, tokens_plot, similarity_plot, table, download_json, download_csv = build_report()
+        with gr.Tab("Sweep", elem_id="ns-sweep-tab"):
+            sweep = build_sweep_tab()
     with gr.Accordion("Use it from code: the OpenAI API on this server", open=False, elem_id="ns-api"):
         page_url = gr.Textbox(visible=False)
         api_text = gr.Markdown()
         api_code = gr.Code(language="python", label="openai client", interactive=False, show_line_numbers=False,
                            elem_id="ns-api-code")
-    return Page(mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop, hint, generate,
-                stop_button, status, columns, cards, buttons, reproduction, table, tokens_plot, similarity_plot,
-                headline, download_json, download_csv, page_url, api_text, api_code, gr.State(None))
+    return Page(mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop, logprobs, hint, generate,
+                stop_button, status, grid, explore, reproduction, table, tokens_plot, similarity_plot, headline,
+                download_json, download_csv, sweep, page_url, api_text, api_code, gr.State(None), gr.State(None))

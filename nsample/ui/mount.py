@@ -4,7 +4,7 @@ import gradio as gr
 from fastapi import FastAPI
 
 from nsample.ui.blocks import build_blocks
-from nsample.ui.cards import CSS
+from nsample.ui.style import CSS
 
 
 def build_app(engine, server_config=None) -> FastAPI:

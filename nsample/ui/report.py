@@ -1,6 +1,9 @@
-"""After a run: headline diversity numbers and plotly figures, all computed by nsample.analysis (none here)."""
+"""After a run (finished, stopped or failed): headline diversity numbers and plotly figures, all computed by
+nsample.analysis from what the page received (none here), so every ended run gets the same report."""
 import math
 from dataclasses import dataclass
+
+import pandas as pd
 
 from nsample import analysis
 from nsample.ui.run import Run
@@ -16,18 +19,22 @@ class Report:
     tokens_figure: object  # plotly Figure or None
     similarity_figure: object
     diversity: dict | None  # diversity_summary as plain values, for the JSON export
+    similarity: pd.DataFrame | None = None  # the pairwise matrix, reused to pick the most diverse choices
 
 
 def summarize(run: Run) -> Report:
-    """The analysis of a finished run; a metric that cannot be computed becomes a note, never a failed page."""
-    result = run.result
+    """The analysis of an ended run; a metric that cannot be computed becomes a note, never a failed page."""
+    frame = run.to_dataframe()
+    prefix = _partial(run)
+    tokens = analysis.tokens_per_choice(frame)
     try:
-        summary = analysis.diversity_summary(result)
-        heatmap = analysis.similarity_heatmap(result)
+        matrix = analysis.similarity_matrix(frame)
+        summary = analysis.diversity_summary(frame)
+        heatmap = analysis.similarity_heatmap(matrix)
     except (ValueError, ImportError) as e:
-        return Report(f"Diversity could not be computed: {e}", _tokens(result), None, None)
+        return Report(f"{prefix}Diversity could not be computed: {e}", tokens, None, None)
     diversity = {k: _plain(v) for k, v in summary.items()}
-    return Report(headline(diversity), _tokens(result), heatmap, diversity)
+    return Report(prefix + headline(diversity), tokens, heatmap, diversity, matrix)
 
 
 def headline(diversity: dict) -> str:
@@ -40,11 +47,12 @@ def headline(diversity: dict) -> str:
     return f"**Diversity of {n} choices:** " + " · ".join(parts) + f"  \n<sub>similarity: {diversity.get('similarity')}</sub>"
 
 
-def _tokens(result):
-    try:
-        return analysis.tokens_per_choice(result)
-    except ValueError:
-        return None
+def _partial(run: Run) -> str:
+    if run.error is not None:
+        return f"**Failed run, partial texts** ({run.error})  \n"
+    if run.cancelled:
+        return "**Stopped run, partial texts.**  \n"
+    return ""
 
 
 def _plain(value):

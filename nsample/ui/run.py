@@ -1,9 +1,12 @@
 """What the user asked for (RunSpec) and what came back so far (Run): the state the UI streams and exports."""
+import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 
+import pandas as pd
+
 from nsample.errors import InvalidRequest
-from nsample.outputs import GenerationResult, StreamEvent
+from nsample.outputs import GenerationResult, StreamEvent, TokenLogprob
 from nsample.sampling_params import MAX_STOP, SamplingParams
 
 DEFAULTS = SamplingParams()
@@ -51,32 +54,41 @@ class RunSpec:
     top_p: float = DEFAULTS.top_p
     max_tokens: int = UI_DEFAULT_MAX_TOKENS
     stop: tuple[str, ...] = ()
+    logprobs: bool = False  # off: costs nothing; on: mean logprob, ranking and token shading
+    continuation: str = ""  # the answer so far, continued by a branch (chat: an assistant turn left open)
 
     @classmethod
-    def from_ui(cls, mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop) -> "RunSpec":
+    def from_ui(cls, mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop,
+                logprobs=False) -> "RunSpec":
         """Parse the raw widget values (strings, floats) into a spec; bad values raise InvalidRequest."""
         mode = str(mode).lower()
         if mode not in MODES:
             raise InvalidRequest(f"Unknown mode {mode!r}.", param="mode")
         return cls(mode, system or "", user or "", prompt or "", int(n), parse_seed(seed), float(temperature),
-                   float(top_p), int(max_tokens), parse_stop(stop))
+                   float(top_p), int(max_tokens), parse_stop(stop), bool(logprobs))
 
     @property
     def engine_prompt(self):
         """What engine.submit takes: chat messages (template applied by the engine) or raw text."""
         if self.mode == "completion":
-            return self.prompt
+            return self.prompt + self.continuation
         system = [{"role": "system", "content": self.system}] if self.system.strip() else []
-        return system + [{"role": "user", "content": self.user}]
+        answer = [{"role": "assistant", "content": self.continuation}] if self.continuation else []
+        return system + [{"role": "user", "content": self.user}] + answer
 
     @property
     def sampling(self) -> dict:
         return {"n": self.n, "seed": self.seed, "temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens, "stop": list(self.stop)}
+                "max_tokens": self.max_tokens, "stop": list(self.stop), "logprobs": self.logprobs}
 
     def alone(self, seed: int) -> "RunSpec":
         """The same request for one choice: n=1 with that choice's seed."""
         return replace(self, n=1, seed=seed)
+
+    def continued(self, parent: "RunSpec", text: str) -> "RunSpec":
+        """These sampling settings on the parent's prompt, with `text` appended to the parent's answer so far."""
+        return replace(self, mode=parent.mode, system=parent.system, user=parent.user, prompt=parent.prompt,
+                       continuation=parent.continuation + text)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "stop": list(self.stop)}
@@ -92,6 +104,23 @@ class Card:
     tokens: int = 0
     finish_reason: str | None = None
     time_s: float | None = None  # seconds from Generate to this choice's last token
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    counted: bool = False  # tokens counted from streamed chunks (a remote upstream reports no token ids)
+
+    @property
+    def mean_logprob(self) -> float | None:
+        values = [t.logprob for t in self.logprobs if not math.isnan(t.logprob)]
+        return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a branch starts: choice `choice` of run `parent`, its text cut after `cut` characters."""
+
+    parent: int
+    choice: int
+    cut: int
+    text: str  # the kept text, appended to the parent's prompt
 
 
 @dataclass
@@ -99,21 +128,39 @@ class Run:
     spec: RunSpec
     model: str
     cards: list[Card]
+    ids_reported: bool = True  # False for a remote engine: count tokens from logprobs or chunks instead
     started: float = field(default_factory=time.perf_counter)
     result: GenerationResult | None = None
     cancelled: bool = False
+    error: str | None = None
+    id: int | None = None  # its place in the page's RunTree
+    origin: Origin | None = None  # set for a branch
+    cut: tuple[int, int] | None = None  # (choice, characters) picked by a click in a card, for the next branch
+    view: object = None  # the card order and marks (ranking.Ranking) the page shows
+    report: object = None  # the report.Report, computed once the run has ended
 
     @classmethod
-    def start(cls, spec: RunSpec, model: str, seeds: list[int]) -> "Run":
-        return cls(spec, model, [Card(i, s) for i, s in enumerate(seeds)])
+    def start(cls, spec: RunSpec, model: str, seeds: list[int], ids_reported: bool = True) -> "Run":
+        return cls(spec, model, [Card(i, s, counted=not ids_reported) for i, s in enumerate(seeds)], ids_reported)
 
     def apply(self, ev: StreamEvent) -> None:
         card = self.cards[ev.index]
         card.text += ev.text
-        card.tokens += len(ev.token_ids)
+        if ev.logprobs:
+            card.logprobs += ev.logprobs
+        if self.ids_reported:
+            card.tokens += len(ev.token_ids)
+        else:  # one logprob entry per token is exact; else one token per text chunk
+            card.tokens += len(ev.logprobs) if ev.logprobs else int(bool(ev.text))
+            card.counted = card.counted and not ev.logprobs
         if ev.finish_reason:
             card.finish_reason = ev.finish_reason
             card.time_s = time.perf_counter() - self.started
+
+    def finish(self, result: GenerationResult) -> None:
+        self.result = result
+        if not self.ids_reported and len(self.cards) == 1 and result.usage.completion_tokens:
+            self.cards[0].tokens, self.cards[0].counted = result.usage.completion_tokens, False  # the upstream's count
 
     def cancel(self) -> None:
         """Mark the choices that had not finished when the run was stopped."""
@@ -121,6 +168,28 @@ class Run:
         for card in self.cards:
             card.finish_reason = card.finish_reason or "cancelled"
 
+    def fail(self, message: str) -> None:
+        """Mark the choices that had not finished when the engine failed."""
+        self.error = message
+        for card in self.cards:
+            card.finish_reason = card.finish_reason or "error"
+
     @property
     def done(self) -> bool:
         return self.result is not None
+
+    @property
+    def ended(self) -> bool:
+        """Done, stopped or failed: nothing more will arrive."""
+        return self.done or self.cancelled or self.error is not None
+
+    @property
+    def has_logprobs(self) -> bool:
+        return any(c.logprobs for c in self.cards)
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per choice, shaped like GenerationResult.to_dataframe(), from what the page received."""
+        rows = [{"index": c.index, "seed": c.seed, "text": c.text, "completion_tokens": c.tokens,
+                 "finish_reason": c.finish_reason, "mean_logprob": c.mean_logprob} for c in self.cards]
+        return pd.DataFrame(rows, columns=["index", "seed", "text", "completion_tokens", "finish_reason",
+                                           "mean_logprob"])

@@ -1,0 +1,118 @@
+"""The page's panels, each a small group of components: the card grid, the explore bar (run tree, sort, shading),
+the compare view, the report, and the Sweep tab."""
+from dataclasses import dataclass
+
+import gradio as gr
+
+from nsample.ui.cards import PICK_CUT_JS, card_html
+from nsample.ui.ranking import SORTS
+from nsample.ui.sweep import MAX_POINTS
+
+
+@dataclass
+class Grid:
+    columns: list[gr.Column]
+    cards: list[gr.HTML]
+    reproduce_buttons: list[gr.Button]
+    continue_buttons: list[gr.Button]
+    order: gr.HTML  # a <style> element that orders the columns as the ranking says
+
+
+@dataclass
+class Explore:
+    breadcrumb: gr.Radio  # the path from the root run to the shown run; pick one to go back
+    runs: gr.Dropdown  # every run of the page, as a tree
+    branch_note: gr.HTML  # what a branch continues
+    sort: gr.Radio
+    k: gr.Slider
+    shade: gr.Checkbox
+    view_note: gr.Markdown
+    compare_a: gr.Dropdown
+    compare_b: gr.Dropdown
+    compare: gr.HTML
+
+
+@dataclass
+class SweepTab:
+    temperatures: gr.Textbox
+    top_ps: gr.Textbox
+    run: gr.Button
+    stop: gr.Button
+    status: gr.Markdown
+    diversity_plot: gr.Plot
+    quality_plot: gr.Plot
+    table: gr.Dataframe
+    flag: gr.State  # the running sweep's stop flag
+
+
+def build_grid(max_n: int, n0: int) -> Grid:
+    columns, cards, reproduce, branch = [], [], [], []
+    order = gr.HTML(elem_id="ns-order")
+    with gr.Row(elem_id="ns-cards"):
+        for i in range(max_n):
+            with gr.Column(visible=i < n0, min_width=260, elem_id=f"ns-col-{i}") as col:
+                cards.append(gr.HTML(card_html(None, i), elem_classes="ns-card-slot", js_on_load=PICK_CUT_JS))
+                with gr.Row(elem_classes="ns-card-buttons"):
+                    reproduce.append(gr.Button(f"Reproduce #{i}", size="sm", min_width=100,
+                                               elem_classes="ns-reproduce"))
+                    branch.append(gr.Button(f"Continue #{i}", size="sm", min_width=100,
+                                            elem_classes="ns-continue"))
+            columns.append(col)
+    return Grid(columns, cards, reproduce, branch, order)
+
+
+def build_explore_bar(max_n: int) -> tuple:
+    """The run tree's breadcrumb and outline, the branch note, and the view controls (sort, k, shading)."""
+    with gr.Row():
+        breadcrumb = gr.Radio([], label="Path to this run (pick one to go back)", visible=False, scale=3,
+                              elem_id="ns-breadcrumb")
+        runs = gr.Dropdown([], label="All runs on this page", visible=False, scale=2, elem_id="ns-runs")
+    branch_note = gr.HTML(visible=False, elem_id="ns-branch-note")
+    with gr.Row(equal_height=True):
+        sort = gr.Radio([(label, key) for key, label in SORTS.items()], value="index", label="Sort cards by",
+                        scale=3, elem_id="ns-sort")
+        k = gr.Slider(1, max_n, value=min(2, max_n), step=1, label="k (most diverse)", scale=1, elem_id="ns-k")
+        shade = gr.Checkbox(label="Shade tokens by probability", value=False, scale=1, elem_id="ns-shade")
+    view_note = gr.Markdown(elem_id="ns-view-note")
+    gr.Markdown("<sub>Click a word in a finished card to pick where **Continue** cuts it (default: the whole "
+                "text); Continue runs n new choices from there with the settings above.</sub>")
+    return breadcrumb, runs, branch_note, sort, k, shade, view_note
+
+
+def build_compare() -> tuple:
+    with gr.Accordion("Compare two choices", open=False, elem_id="ns-compare-panel"):
+        with gr.Row():
+            a = gr.Dropdown([], label="Choice A", elem_id="ns-compare-a")
+            b = gr.Dropdown([], label="Choice B", elem_id="ns-compare-b")
+        compare = gr.HTML(elem_id="ns-compare")
+    return a, b, compare
+
+
+def build_report() -> tuple:
+    headline = gr.Markdown(elem_id="ns-headline")
+    with gr.Row():
+        tokens_plot = gr.Plot(label="Completion tokens per choice", visible=False, elem_id="ns-tokens-plot")
+        similarity_plot = gr.Plot(label="Pairwise similarity", visible=False, elem_id="ns-similarity-plot")
+    table = gr.Dataframe(label="Usage (one row per choice)", interactive=False, wrap=True, visible=False,
+                         elem_id="ns-usage")
+    with gr.Row():
+        download_json = gr.DownloadButton("Download runs (JSON)", visible=False, elem_id="ns-download-json")
+        download_csv = gr.DownloadButton("Download table (CSV)", visible=False, elem_id="ns-download-csv")
+    return headline, tokens_plot, similarity_plot, table, download_json, download_csv
+
+
+def build_sweep_tab() -> SweepTab:
+    gr.Markdown("Run the prompt above with n choices at every temperature (and top_p) below, the same seed at "
+                f"every point (at most {MAX_POINTS} points), and see how diversity and likelihood trade off.")
+    with gr.Row():
+        temperatures = gr.Textbox("0.3, 0.7, 1.0, 1.3", label="Temperatures", elem_id="ns-sweep-temperatures")
+        top_ps = gr.Textbox("1.0", label="top_p values", elem_id="ns-sweep-top-p")
+    with gr.Row():
+        run = gr.Button("Run sweep", variant="primary", elem_id="ns-sweep-run")
+        stop = gr.Button("Stop sweep", variant="stop", elem_id="ns-sweep-stop")
+    status = gr.Markdown(elem_id="ns-sweep-status")
+    with gr.Row():
+        diversity_plot = gr.Plot(label="Diversity vs temperature", visible=False, elem_id="ns-sweep-diversity")
+        quality_plot = gr.Plot(label="Logprob vs diversity", visible=False, elem_id="ns-sweep-quality")
+    table = gr.Dataframe(label="One row per grid point", interactive=False, visible=False, elem_id="ns-sweep-table")
+    return SweepTab(temperatures, top_ps, run, stop, status, diversity_plot, quality_plot, table, gr.State(None))

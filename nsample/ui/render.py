@@ -1,0 +1,108 @@
+"""A run on the page, as component updates: when it starts, when it ends (done, stopped or failed) or is shown
+again from the run tree, and when the cards are re-sorted. Gradio-specific; the work is in the plain modules."""
+import asyncio
+import tempfile
+import uuid
+from html import escape
+from pathlib import Path
+
+import gradio as gr
+
+from nsample.ui import report
+from nsample.ui.cards import run_cards
+from nsample.ui.compare import compare_html
+from nsample.ui.export import prune_exports, usage_table, write_exports
+from nsample.ui.ranking import logprob_note, order_css, rank
+from nsample.ui.run import Run
+from nsample.ui.tree import RunTree
+
+EXPORT_DIR = Path(tempfile.gettempdir()) / "nsample-ui"
+PREFIX_SHOWN = 400  # characters of a branch's inherited text shown above its cards
+
+
+def started(page, run: Run, tree: RunTree) -> dict:
+    """The first update of a run: its columns, its place in the tree, an empty report."""
+    n, ex = len(run.cards), page.explore
+    hidden = {c: gr.update(value=None, visible=False) for c in (page.table, page.tokens_plot, page.similarity_plot)}
+    return {**{col: gr.Column(visible=i < n) for i, col in enumerate(page.grid.columns)}, **hidden,
+            **_tree_updates(page, run, tree), page.headline: "", page.status: status(run), page.reproduction: "",
+            page.grid.order: "", ex.view_note: "", ex.compare: "", page.run: run, page.tree: tree,
+            page.download_json: gr.DownloadButton(visible=False), page.download_csv: gr.DownloadButton(visible=False)}
+
+
+async def shown(page, run: Run, tree: RunTree) -> dict:
+    """Everything about an ended run: cards, report, downloads (with the tree), compare, tree navigation."""
+    if run.report is None:
+        run.report = await asyncio.to_thread(report.summarize, run)
+    rep = run.report
+    await asyncio.to_thread(prune_exports, EXPORT_DIR)
+    json_path, csv_path = await asyncio.to_thread(write_exports, run, EXPORT_DIR / uuid.uuid4().hex, rep.diversity,
+                                                  tree)
+    cards = dict(zip(page.grid.cards, run_cards(run)))
+    choices = [(f"#{c.index} · seed {c.seed}", c.index) for c in run.cards]
+    order = run.view.order if run.view is not None else [c.index for c in run.cards]
+    a, b = order[0], order[min(1, len(order) - 1)]
+    ex = page.explore
+    return {**cards, **{col: gr.Column(visible=i < len(run.cards)) for i, col in enumerate(page.grid.columns)},
+            **_tree_updates(page, run, tree), page.status: status(run), page.headline: rep.headline,
+            page.table: gr.update(value=_display(usage_table(run, text=False)), visible=True),
+            page.tokens_plot: gr.update(value=rep.tokens_figure, visible=True),
+            page.similarity_plot: gr.update(value=rep.similarity_figure, visible=rep.similarity_figure is not None),
+            page.download_json: gr.DownloadButton(value=str(json_path), visible=True),
+            page.download_csv: gr.DownloadButton(value=str(csv_path), visible=True),
+            page.grid.order: order_css(run.view), ex.view_note: _note(run),
+            ex.shade: gr.Checkbox(interactive=run.has_logprobs),
+            ex.compare_a: gr.Dropdown(choices=choices, value=a), ex.compare_b: gr.Dropdown(choices=choices, value=b),
+            ex.compare: compare_html(run, a, b), page.run: run, page.tree: tree}
+
+
+def view(page, run: Run | None, by: str, k) -> dict:
+    """Re-rank the cards of an ended run (sort by, k) and re-draw them with their marks."""
+    if run is None or not run.ended:
+        return {}
+    try:
+        run.view = rank(run, by, int(k))
+    except ValueError as e:  # e.g. an analysis that cannot run on these texts: say so, keep the order
+        run.view = None
+        return {page.explore.view_note: f"Cannot sort: {e}"}
+    return {**dict(zip(page.grid.cards, run_cards(run))), page.grid.order: order_css(run.view),
+            page.explore.view_note: _note(run)}
+
+
+def status(run: Run) -> str:
+    tokens = sum(c.tokens for c in run.cards)
+    if run.error is not None:
+        return f"Failed: {run.error} ({len(run.cards)} choices, {tokens} tokens before the failure)."
+    if run.result is None:
+        verb = "Stopped" if run.cancelled else "Generating"
+        return f"{verb}: {len(run.cards)} choices, {tokens} tokens so far."
+    t, u = run.result.timings, run.result.usage
+    return (f"Done: {len(run.cards)} choices, {u.completion_tokens} completion tokens from a {u.prompt_tokens}-token "
+            f"prompt; prefill {t.prefill_s:.2f} s, decode {t.decode_s:.2f} s, {t.tokens_per_s:.0f} tokens/s.")
+
+
+def _tree_updates(page, run: Run, tree: RunTree) -> dict:
+    """The breadcrumb (root to this run), the outline of all runs, and what a branch continues."""
+    many, ex = len(tree.runs) > 1, page.explore
+    note = ""
+    if run.origin is not None:
+        o, inherited = run.origin, run.spec.continuation
+        shown_text = ("…" if len(inherited) > PREFIX_SHOWN else "") + inherited[-PREFIX_SHOWN:]
+        note = (f'<div class="ns-branch"><b>Branch:</b> continues choice #{o.choice} of run {o.parent} after {o.cut} '
+                f'characters; the cards below go on from this text:<div class="ns-prefix">'
+                f'{escape(shown_text) or "<i>(nothing: the answer starts afresh)</i>"}</div></div>')
+    return {ex.breadcrumb: gr.Radio(choices=tree.breadcrumb(run), value=run.id, visible=many),
+            ex.runs: gr.Dropdown(choices=tree.outline(), value=run.id, visible=many),
+            ex.branch_note: gr.HTML(note, visible=bool(note))}
+
+
+def _note(run: Run) -> str:
+    note = run.view.note if run.view is not None else ""
+    if run.spec.logprobs and not run.has_logprobs:
+        note = logprob_note(run)
+    return note
+
+
+def _display(table):
+    """Seeds are 64-bit: as text, or the browser rounds them to a double; scores to 3 decimals."""
+    return table.astype({"seed": str}).round(3)
