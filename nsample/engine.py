@@ -15,7 +15,7 @@ from nsample.kv_cache import kv_bytes_per_token
 from nsample.model_loader import load_pretrained, resolve_device, resolve_dtype
 from nsample.model_runner import ModelRunner
 from nsample.outputs import GenerationResult
-from nsample.prompts import prompt_ids
+from nsample.prompts import is_chat, prompt_ids
 from nsample.request import Request
 from nsample.sampling_params import INT64_MIN, SamplingParams
 from nsample.scheduler import Scheduler
@@ -68,7 +68,7 @@ class Engine:
             raise InvalidRequest(f"Token id {bad[0]} in 'logit_bias' is outside the vocabulary "
                                  f"(0..{self.vocab_size - 1}).", param="logit_bias", code="invalid_value")
         ids = prompt_ids(self.tokenizer, prompt, self.vocab_size)
-        prompt_param = "messages" if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict) else "prompt"
+        prompt_param = "messages" if is_chat(prompt) else "prompt"
         max_new = self._max_new(len(ids), p, prompt_param)
         req = Request(ids, p, self._seeds(p), max_new, self.name, client)
         self.scheduler.add(req, self._kv_bytes(len(ids), self._rows(p), max_new))

@@ -1,4 +1,6 @@
 """Turning a prompt (text, chat messages or token ids) into token ids."""
+from dataclasses import dataclass
+
 from nsample.errors import InvalidRequest
 
 ROLES = ("system", "developer", "user", "assistant")
@@ -33,9 +35,25 @@ def normalize_messages(messages) -> list[dict]:
     return out
 
 
-def chat_ids(tokenizer, messages: list[dict]) -> list[int]:
-    """The chat template's token ids; a last assistant message is continued (its turn left open), not closed."""
-    open_turn = messages[-1]["role"] == "assistant"
+@dataclass(frozen=True)
+class Chat:
+    """Chat messages whose final assistant message is continued (its turn left open) instead of answered by a new
+    turn: vLLM's `continue_final_message`. A plain list of messages always gets a new assistant turn, as OpenAI's."""
+
+    messages: list[dict]
+    continue_final_message: bool = True
+
+
+def is_chat(prompt) -> bool:
+    return isinstance(prompt, Chat) or (isinstance(prompt, list) and bool(prompt) and isinstance(prompt[0], dict))
+
+
+def chat_ids(tokenizer, messages: list[dict], continue_final: bool = False) -> list[int]:
+    """The chat template's token ids: a new assistant turn, or the final assistant message continued."""
+    if continue_final and messages[-1]["role"] != "assistant":
+        raise InvalidRequest("'continue_final_message' needs the last message to be from the assistant.",
+                             param="messages", code="invalid_value")
+    open_turn = continue_final
     try:
         return tokenizer.apply_chat_template(messages, add_generation_prompt=not open_turn,
                                              continue_final_message=open_turn, tokenize=True)["input_ids"]
@@ -50,11 +68,12 @@ def prompt_ids(tokenizer, prompt, vocab_size: int) -> list[int]:
         ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         if not ids and tokenizer.bos_token_id is not None:  # an empty text prompt starts from BOS
             ids = [tokenizer.bos_token_id]
-    elif isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt):
+    elif isinstance(prompt, Chat) or (isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt)):
         if not tokenizer.chat_template:
             raise InvalidRequest("This model has no chat template; use a text prompt.", param="messages",
                                  code="invalid_value")
-        ids = chat_ids(tokenizer, normalize_messages(prompt))
+        chat = prompt if isinstance(prompt, Chat) else Chat(prompt, continue_final_message=False)
+        ids = chat_ids(tokenizer, normalize_messages(chat.messages), chat.continue_final_message)
     elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
                                                      for t in prompt):
         bad = [t for t in prompt if not 0 <= t < vocab_size]

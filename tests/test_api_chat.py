@@ -126,3 +126,17 @@ async def test_async_client_8_concurrent_requests_with_n2(aclient, tiny_engine):
         assert [c.index for c in r.choices] == [0, 1]
         assert [(c.seed, c.message.content) for c in r.choices] == [(c.seed, c.text) for c in expected.choices]
         assert r.usage.completion_tokens == expected.usage.completion_tokens
+
+
+def test_a_final_assistant_message_is_a_past_turn_unless_continue_final_message(client, http, tiny_engine):
+    messages = [{"role": "user", "content": "Name a fruit."}, {"role": "assistant", "content": "I like ba"}]
+    args = dict(model=MODEL, messages=messages, n=2, seed=3, max_tokens=6)
+    new_turn = client.chat.completions.create(**args, extra_body=NO_EOS)
+    continued = client.chat.completions.create(**args, extra_body={"continue_final_message": True, **NO_EOS})
+    ids = tiny_engine.tokenizer.apply_chat_template(messages, continue_final_message=True, tokenize=True)["input_ids"]
+    raw = tiny_engine.generate(ids, n=2, seed=3, max_tokens=6, ignore_eos=True)
+    assert [c.message.content for c in continued.choices] == [c.text for c in raw.choices]
+    assert [c.message.content for c in new_turn.choices] != [c.text for c in raw.choices]
+    assert continued.usage.prompt_tokens == len(ids) < new_turn.usage.prompt_tokens
+    bad = http.post("/v1/chat/completions", json={**args, "messages": messages[:1], "continue_final_message": True})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "messages"

@@ -43,7 +43,7 @@ async def test_chat_branch_leaves_the_assistant_turn_open(tiny_engine):
     cut_text = parent.cards[0].text[:10]
     parent.cut = (0, 10)
     spec, _ = handlers.branch(parent, 0, CHAT)
-    assert spec.engine_prompt[-1] == {"role": "assistant", "content": cut_text}
+    assert spec.engine_prompt.messages[-1] == {"role": "assistant", "content": cut_text}
     decode = tiny_engine.tokenizer.decode
     templated = decode(tiny_engine.tokenize(CHAT.engine_prompt))
     assert decode(tiny_engine.tokenize(spec.engine_prompt)) == templated + cut_text
@@ -56,7 +56,7 @@ async def test_chat_branch_leaves_the_assistant_turn_open(tiny_engine):
 
 
 async def test_the_api_gives_the_same_branch(tiny_engine):
-    """Nothing new in the API: chat messages ending with the partial assistant answer are continued."""
+    """The API form of a chat branch: the partial answer as a final assistant message, continue_final_message."""
     tree = RunTree()
     parent = await parent_run(tiny_engine, CHAT, tree)
     parent.cut = (1, 12)
@@ -64,8 +64,9 @@ async def test_the_api_gives_the_same_branch(tiny_engine):
     _, child = await collect(tiny_engine, spec)
     with live_server(create_app(tiny_engine, ServerConfig())) as base:
         client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="x", timeout=60)
-        answer = await client.chat.completions.create(model=tiny_engine.name, messages=spec.engine_prompt, n=2,
-                                                      seed=70, max_tokens=12)
+        answer = await client.chat.completions.create(model=tiny_engine.name, messages=spec.engine_prompt.messages,
+                                                      n=2, seed=70, max_tokens=12,
+                                                      extra_body={"continue_final_message": True})
         await client.close()
     assert [c.message.content for c in answer.choices] == [c.text for c in child.cards]
 

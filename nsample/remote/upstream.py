@@ -4,18 +4,16 @@ import json
 import httpx
 
 from nsample.errors import InvalidRequest
-from nsample.prompts import normalize_messages
+from nsample.prompts import Chat, is_chat, normalize_messages
 from nsample.remote.config import RemoteConfig
 from nsample.remote.errors import UpstreamError, from_exception, from_status
 from nsample.sampling_params import SamplingParams
 
 
-def is_chat(prompt) -> bool:
-    return isinstance(prompt, list) and bool(prompt) and all(isinstance(m, dict) for m in prompt)
-
-
 def check_prompt(prompt):
     """The prompt as the upstream gets it (chat messages normalized); raises InvalidRequest like the local engine."""
+    if isinstance(prompt, Chat):
+        return Chat(normalize_messages(prompt.messages), prompt.continue_final_message)
     if is_chat(prompt):
         return normalize_messages(prompt)
     if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(
@@ -36,10 +34,12 @@ class Upstream:
 
     def body(self, prompt, p: SamplingParams, n: int, seed: int | None, stream: bool) -> tuple[str, dict]:
         """(path, JSON body) for `n` choices of `prompt`; nsample's extra samplers go out only when they are set."""
-        chat = is_chat(prompt)
-        b = {"model": self.model, ("messages" if chat else "prompt"): prompt, "n": n,
+        chat, continued = is_chat(prompt), isinstance(prompt, Chat)
+        b = {"model": self.model, ("messages" if chat else "prompt"): prompt.messages if continued else prompt, "n": n,
              "max_tokens": p.max_tokens,  # null = up to the context window (llama-cpp-python's default is 16)
              "temperature": p.temperature, "top_p": p.top_p, "stream": stream}
+        if continued:  # vLLM's names for leaving the final assistant turn open
+            b.update(continue_final_message=True, add_generation_prompt=False)
         if seed is not None:
             b["seed"] = seed
         if p.stop:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from nsample.errors import InvalidRequest
+from nsample.prompts import Chat
 from nsample.sampling_params import SamplingParams
 
 MAX_BEST_OF = 20  # OpenAI's limit for best_of
@@ -119,9 +120,12 @@ class ChatCompletionRequest(OpenAIRequest):
     user: str | None = None
     verbosity: Any = None
     web_search_options: Any = None
+    # vLLM extension: continue the final assistant message (its turn left open) instead of starting a new turn
+    continue_final_message: bool = False
 
-    def prompt(self) -> list[dict]:
-        return [m.model_dump(exclude_none=True) for m in self.messages]
+    def prompt(self) -> list[dict] | Chat:
+        messages = [m.model_dump(exclude_none=True) for m in self.messages]
+        return Chat(messages) if self.continue_final_message else messages
 
     def to_sampling_params(self) -> SamplingParams:
         if self.top_logprobs is not None and not self.logprobs:

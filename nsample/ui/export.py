@@ -9,6 +9,7 @@ import pandas as pd
 
 import nsample
 from nsample import analysis
+from nsample.prompts import Chat
 from nsample.ui.run import Run
 from nsample.ui.tree import RunTree
 
@@ -30,7 +31,11 @@ def usage_table(run: Run, text: bool = True) -> pd.DataFrame:
 def run_record(run: Run, diversity: dict | None = None) -> dict:
     """Everything needed to understand and re-run this run: prompt, parameters, seeds, choices, usage, branch."""
     spec, res = run.spec, run.result
-    prompt = {"mode": spec.mode, "prompt" if spec.mode == "completion" else "messages": spec.engine_prompt}
+    engine_prompt = spec.engine_prompt
+    if isinstance(engine_prompt, Chat):
+        prompt = {"mode": spec.mode, "messages": engine_prompt.messages, "continue_final_message": True}
+    else:
+        prompt = {"mode": spec.mode, "prompt" if spec.mode == "completion" else "messages": engine_prompt}
     if spec.continuation:
         prompt["continued"] = spec.continuation  # the answer so far, already at the end of the prompt
     choices = []

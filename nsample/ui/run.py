@@ -7,6 +7,7 @@ import pandas as pd
 
 from nsample.errors import InvalidRequest
 from nsample.outputs import GenerationResult, StreamEvent, TokenLogprob
+from nsample.prompts import Chat
 from nsample.sampling_params import MAX_STOP, SamplingParams
 
 DEFAULTS = SamplingParams()
@@ -73,8 +74,10 @@ class RunSpec:
         if self.mode == "completion":
             return self.prompt + self.continuation
         system = [{"role": "system", "content": self.system}] if self.system.strip() else []
-        answer = [{"role": "assistant", "content": self.continuation}] if self.continuation else []
-        return system + [{"role": "user", "content": self.user}] + answer
+        messages = system + [{"role": "user", "content": self.user}]
+        if not self.continuation:
+            return messages
+        return Chat(messages + [{"role": "assistant", "content": self.continuation}])  # the answer continued
 
     @property
     def sampling(self) -> dict:
