@@ -61,6 +61,19 @@ def test_generate_endpoint_streams_cards(server):
     assert len(updates) >= 3  # submit, at least one partial update, the end
 
 
+def test_each_page_session_is_its_own_client_for_fairness(server, tiny_engine, monkeypatch):
+    clients, submit = [], tiny_engine.submit
+    monkeypatch.setattr(tiny_engine, "submit", lambda *a, **kw: clients.append(kw.get("client")) or submit(*a, **kw))
+    users = [Client(server, verbose=False) for _ in range(2)]
+    try:
+        for user in users:
+            user.submit(*inputs(1, 4, seed="1"), api_name="/generate").result(timeout=TIMEOUT)
+    finally:
+        for user in users:
+            user.close()
+    assert len(clients) == 2 and all(c.startswith("page:") for c in clients) and clients[0] != clients[1]
+
+
 def test_two_users_at_once_and_cancel_frees_the_engine(server, tiny_engine):
     long_client, short_client = Client(server, verbose=False), Client(server, verbose=False)
     try:

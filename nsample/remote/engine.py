@@ -53,9 +53,9 @@ class RemoteEngine:
         self.context = min(info.get("max_model_len") or UNKNOWN_CONTEXT, self.config.max_context or UNKNOWN_CONTEXT)
 
     # --- public API ----------------------------------------------------------------------------------
-    def submit(self, prompt, params: SamplingParams | None = None, **kwargs) -> Request:
+    def submit(self, prompt, params: SamplingParams | None = None, *, client: str | None = None, **kwargs) -> Request:
         """Validate and send a request upstream (streamed); iterate the handle for events, or call .result()."""
-        return self._submit(prompt, SamplingParams.from_kwargs(params, **kwargs), stream=True)
+        return self._submit(prompt, SamplingParams.from_kwargs(params, **kwargs), stream=True, client=client)
 
     def generate(self, prompt, params: SamplingParams | None = None, **kwargs) -> GenerationResult:
         """n choices for one prompt, all at once; upstream answers come whole, so their usage is exact everywhere."""
@@ -85,7 +85,7 @@ class RemoteEngine:
             self._loop.close()
 
     # --- admission -----------------------------------------------------------------------------------
-    def _submit(self, prompt, p: SamplingParams, stream: bool) -> Request:
+    def _submit(self, prompt, p: SamplingParams, stream: bool, client: str | None = None) -> Request:
         if p.n > self.config.max_n:
             raise InvalidRequest(f"Invalid 'n': integer above maximum value. Expected a value <= "
                                  f"{self.config.max_n}, but got {p.n} instead.", param="n",
@@ -93,7 +93,7 @@ class RemoteEngine:
         prompt = check_prompt(prompt)
         base = p.seed if p.seed is not None else secrets.randbits(31)  # 31 bits: every upstream takes it
         ids = prompt if prompt and isinstance(prompt[0], int) else []
-        req = Request(ids, p, [wrap_seed(base + i) for i in range(p.n)], p.max_tokens or 0, self.name)
+        req = Request(ids, p, [wrap_seed(base + i) for i in range(p.n)], p.max_tokens or 0, self.name, client)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the engine is closed")

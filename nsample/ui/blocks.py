@@ -1,6 +1,7 @@
 """The gr.Blocks: the page from layout.py wired to the handlers: generate, continue from a choice, stop, reproduce.
 Gradio-specific glue only; the explore and sweep events are wired in explore_events.py and sweep_events.py."""
 import contextlib
+import inspect
 from functools import partial
 
 import gradio as gr
@@ -47,17 +48,17 @@ def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool) -> None:
 
     outputs, ex = run_outputs(page), page.explore
     view_inputs, view_outputs = [page.run, ex.sort, ex.k], [*page.grid.cards, page.grid.order, ex.view_note]
-    runs = [page.generate.click(partial(_generate, engine, page), [page.tree, *page.inputs], outputs,
+    runs = [page.generate.click(_per_session(_generate, engine, page), [page.tree, *page.inputs], outputs,
                                 api_name="generate", **on_engine)]
     for i, button in enumerate(page.grid.continue_buttons):
-        runs.append(button.click(partial(_continue, engine, page, i), [page.run, page.tree, *page.inputs], outputs,
+        runs.append(button.click(_per_session(_continue, engine, page, i), [page.run, page.tree, *page.inputs], outputs,
                                  api_name=f"continue_{i}", api_visibility="undocumented", **on_engine))
     for event in runs:  # the page's sort applies to every run once it has ended
         event.then(partial(render.view, page), view_inputs, view_outputs, **local)
     page.stop_button.click(partial(_stopped, page), [page.run, page.tree, ex.sort, ex.k], outputs, cancels=runs,
                            api_name="stop", api_visibility="undocumented")
     for i, button in enumerate(page.grid.reproduce_buttons):
-        button.click(partial(_reproduce, engine, i), page.run, page.reproduction, api_name=f"reproduce_{i}",
+        button.click(_per_session(_reproduce, engine, i), page.run, page.reproduction, api_name=f"reproduce_{i}",
                      api_visibility="undocumented", **on_engine)
     explore_events.wire(page, outputs, view_inputs, view_outputs)
     sweep_events.wire(page, engine, on_engine)
@@ -80,22 +81,23 @@ def _api_help(model: str, key_required: bool, page_url: str):
     return api_markdown(base, model), api_snippet(base, model, key_required)
 
 
-async def _generate(engine, page: Page, tree: RunTree | None, *values):
+async def _generate(engine, page: Page, client: str | None, tree: RunTree | None, *values):
     """A new root run from the inputs."""
     try:
         spec = RunSpec.from_ui(*values)
-        stream = handlers.generate(engine, spec)
+        stream = handlers.generate(engine, spec, client=client)
     except NSampleError as e:
         raise gr.Error(e.message) from None
     async for out in _stream(page, stream, tree or RunTree(), None):
         yield out
 
 
-async def _continue(engine, page: Page, index: int, parent: Run | None, tree: RunTree | None, *values):
+async def _continue(engine, page: Page, index: int, client: str | None, parent: Run | None, tree: RunTree | None,
+                    *values):
     """n new choices continuing choice `index` of the shown run, up to the point picked in its card."""
     try:
         spec, origin = handlers.branch(parent, index, RunSpec.from_ui(*values))
-        stream = handlers.generate(engine, spec)
+        stream = handlers.generate(engine, spec, client=client)
     except NSampleError as e:
         raise gr.Error(e.message) from None
     async for out in _stream(page, stream, tree or RunTree(), origin):
@@ -135,9 +137,26 @@ async def _stopped(page: Page, run: Run | None, tree: RunTree | None, by: str, k
     return {**await render.shown(page, run, tree or RunTree()), **render.view(page, run, by, k)}
 
 
-async def _reproduce(engine, index: int, run: Run | None):
+async def _reproduce(engine, index: int, client: str | None, run: Run | None):
     try:
-        repro = await handlers.reproduce(engine, run, index)
+        repro = await handlers.reproduce(engine, run, index, client=client)
     except NSampleError as e:
         raise gr.Error(e.message) from None
     return reproduction_html(repro, run.cards[index].text)
+
+
+def _per_session(fn, *bound):
+    """fn(*bound, client, *inputs) as a Gradio handler: Gradio passes the request, whose session names the client
+    for the engine's per-client fairness (a partial would hide the gr.Request annotation from Gradio)."""
+    def client(request: gr.Request | None) -> str | None:
+        return f"page:{request.session_hash}" if request is not None and request.session_hash else None
+
+    if inspect.isasyncgenfunction(fn):
+        async def stream(request: gr.Request, *inputs):
+            async for out in fn(*bound, client(request), *inputs):
+                yield out
+        return stream
+
+    async def call(request: gr.Request, *inputs):
+        return await fn(*bound, client(request), *inputs)
+    return call

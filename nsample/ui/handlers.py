@@ -13,10 +13,12 @@ from nsample.ui.run import Origin, Run, RunSpec
 STREAM_INTERVAL_S = 0.05  # at most ~20 page updates a second, however fast tokens arrive
 
 
-async def generate(engine, spec: RunSpec, interval: float = STREAM_INTERVAL_S) -> AsyncIterator[Run]:
+async def generate(engine, spec: RunSpec, interval: float = STREAM_INTERVAL_S, client: str | None = None
+                   ) -> AsyncIterator[Run]:
     """Yield the same Run as it fills: once at submit (seeds known), then every `interval` while tokens
-    arrive, then once with `run.result` set. Closing the iterator early cancels the request in the engine."""
-    req = engine.submit(spec.engine_prompt, **spec.sampling)  # validates now: NSampleError reaches the caller
+    arrive, then once with `run.result` set. Closing the iterator early cancels the request in the engine.
+    `client` names the page session, for the engine's per-client fairness."""
+    req = engine.submit(spec.engine_prompt, client=client, **spec.sampling)  # validates now: NSampleError reaches the caller
     run = Run.start(spec, engine.name, req.seeds, ids_reported=getattr(engine, "tokenizer", None) is not None)
     version = [0]
 
@@ -57,7 +59,7 @@ class Reproduction:
     identical: bool
 
 
-async def reproduce(engine, run: Run, index: int) -> Reproduction:
+async def reproduce(engine, run: Run, index: int, client: str | None = None) -> Reproduction:
     """Re-run choice `index` alone (n=1) with its seed and say whether it came out token for token the same."""
     if run is None or not run.done:
         raise InvalidRequest("Generate (and let it finish) before reproducing a choice.", param="index")
@@ -65,7 +67,7 @@ async def reproduce(engine, run: Run, index: int) -> Reproduction:
         raise InvalidRequest(f"There is no choice #{index} in this run.", param="index")
     original = run.result.choices[index]
     spec = run.spec.alone(original.seed)
-    req = engine.submit(spec.engine_prompt, **spec.sampling)
+    req = engine.submit(spec.engine_prompt, client=client, **spec.sampling)
     async for _ in req:
         pass
     again = req.result().choices[0]
