@@ -17,6 +17,7 @@ import uvicorn
 import nsample
 from nsample.cli import Configs, add_serve_options, configs
 from nsample.remote import RemoteEngine
+from nsample.server.connections import uvicorn_options
 from nsample.ui import build_app
 
 SPACES_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the embedded model's hub twin (the GGUF package is local)
@@ -54,7 +55,7 @@ def main(argv=None) -> None:
     print(f"nsample: {engine.name} on {engine.device}; page http://{config.host}:{config.port}/ , "
           f"OpenAI API http://{config.host}:{config.port}/v1", flush=True)
     try:
-        uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level)
+        uvicorn.run(app, **uvicorn_options(config))
     finally:
         engine.close()
 

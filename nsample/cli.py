@@ -51,6 +51,7 @@ def serve(engine_config: EngineConfig, config: ServerConfig, remote: RemoteConfi
 
     import nsample
     from nsample.server import create_app
+    from nsample.server.connections import uvicorn_options
 
     if remote is not None:
         from nsample.remote import RemoteEngine
@@ -61,7 +62,7 @@ def serve(engine_config: EngineConfig, config: ServerConfig, remote: RemoteConfi
     try:
         print(f"nsample: serving {engine.name!r} at http://{config.host}:{config.port}/v1"
               f"{' (API key required)' if config.api_key else ''}", file=sys.stderr)
-        uvicorn.run(create_app(engine, config), host=config.host, port=config.port, log_level=config.log_level)
+        uvicorn.run(create_app(engine, config), **uvicorn_options(config))
     finally:
         engine.close()
 

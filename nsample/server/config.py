@@ -15,5 +15,7 @@ class ServerConfig:
     api_key: str | None = option(None, "require 'Authorization: Bearer <key>' on /v1/*; None = open (local use); "
                                        "prefer the environment variable, which keeps the key out of the process list")
     max_body_bytes: int = option(4 * 2**20, "larger request bodies are refused with 413")
+    request_timeout_s: float = option(30.0, "seconds a client has to send a request's head (else the connection is "
+                                            "closed) and then its body (else 408)")
     retry_after_s: int = option(1, "Retry-After sent with 429 when the engine's queue is full")
     log_level: str = option("info", "uvicorn log level", choices=LOG_LEVELS)
