@@ -60,16 +60,17 @@ def add_options(parser: argparse.ArgumentParser, cls, *, prefix: str = "", title
         shown = "unset" if default is MISSING else default
         text = f"{f.metadata['help']} (${' or $'.join(envs)}; default: {shown})".replace("%", "%%")
         start = default if name in defaults else argparse.SUPPRESS
+        choices = f.metadata.get("choices")
         if (env := next((e for e in envs if os.environ.get(e)), None)) is not None:
             try:
                 start = convert(os.environ[env])
             except (argparse.ArgumentTypeError, ValueError) as e:
                 parser.error(f"${env}: {e}")
-        choices = f.metadata.get("choices")
+            if choices and start not in choices:
+                parser.error(f"${env}: expected one of {', '.join(choices)}, got {start!r}")
         kw = ({"action": argparse.BooleanOptionalAction} if kind is bool else
               {"type": convert, "metavar": None if choices else METAVARS.get(kind, "TEXT")})
-        group.add_argument("--" + name, dest=dest(cls, f), default=start, choices=choices,
-                           help=text, **kw)
+        group.add_argument("--" + name, dest=dest(cls, f), default=start, choices=choices, help=text, **kw)
 
 
 def values(cls, namespace: argparse.Namespace) -> dict:

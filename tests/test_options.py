@@ -83,6 +83,7 @@ def test_flags_environment_and_their_precedence(monkeypatch):
 
 @pytest.mark.parametrize("argv, env", [(["--max-n", "many"], {}), (["--log-level", "loud"], {}),
                                        ([], {"NSAMPLE_MAX_N": "many"}), ([], {"NSAMPLE_SHARED_PREFIX": "maybe"}),
+                                       ([], {"NSAMPLE_UPSTREAM_MODE": "sometimes"}),
                                        (["--upstream", "gpu-box:8000"], {}),
                                        (["--upstream", "http://h/v1", "--upstream-mode", "sometimes"], {})])
 def test_bad_values_exit_with_a_message(monkeypatch, capsys, argv, env):
