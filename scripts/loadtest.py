@@ -29,7 +29,6 @@ CHATS = [[{"role": "user", "content": "Give me a name for a cat."}],
          [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Describe the sea."}],
          [{"role": "user", "content": "List three fruits."}]]
 TEXTS = ["Once upon a time", "The three most important things in life are", "def fibonacci(n):"]
-TIMEOUT = 300  # seconds per request
 
 
 @dataclass(frozen=True)
@@ -163,9 +162,10 @@ def _content(spec: Spec, choice: dict) -> str:
 async def run(args, url: str) -> tuple[Tally, float]:
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     limits = httpx.Limits(max_connections=args.clients + 4)
-    async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT, headers=headers, limits=limits) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=args.timeout, headers=headers, limits=limits) as http:
         client = openai.AsyncOpenAI(base_url=url + "/v1", api_key=args.api_key or "unused", max_retries=0,
-                                    timeout=TIMEOUT, http_client=httpx.AsyncClient(limits=limits, timeout=TIMEOUT))
+                                    timeout=args.timeout,
+                                    http_client=httpx.AsyncClient(limits=limits, timeout=args.timeout))
         model = (await http.get("/v1/models")).json()["data"][0]["id"]
         pool = make_pool(args.pool, args.seed, args.max_n)
         alone = [await raw(http, spec, model, False) for spec in pool]  # the reference: one request at a time
@@ -232,6 +232,7 @@ def main(argv=None) -> int:
     p.add_argument("--pool", type=int, default=24, help="distinct requests, each run alone first")
     p.add_argument("--max-n", type=int, default=8, help="n is drawn from 1..max-n")
     p.add_argument("--seed", type=int, default=0, help="seed of the request pool and of each client's choices")
+    p.add_argument("--timeout", type=float, default=300, help="seconds a request may take (then it is an error)")
     p.add_argument("--json", help="also write the report to this file")
     args = p.parse_args(argv)
     with target(args) as server:
