@@ -42,11 +42,11 @@ def tally(report_dir: str) -> dict:
             if not event:
                 continue
             recorder = event["recorder"]
-            for interaction in recorder["interactions"].values():
+            for interaction in recorder.get("interactions", {}).values():
                 requests += 1
                 response = interaction.get("response")
                 statuses[response["status_code"] if response else "no response"] += 1
-            for checks in recorder["checks"].values():
+            for checks in recorder.get("checks", {}).values():
                 failed.update(c["name"] for c in checks if c["status"] == "failure")
     server_errors = sum(k for s, k in statuses.items() if isinstance(s, int) and s >= 500)
     return {"requests": requests, "statuses": dict(sorted(statuses.items(), key=str)), "responses_5xx": server_errors,
