@@ -66,7 +66,8 @@ async def run(url: str, args, server) -> dict:
         after = server.rss_mib()
     out = {"requests": args.requests, "concurrency": args.concurrency, "seconds": round(seconds, 1),
            "idle_after_wave_max_s": round(max(idle), 3), "idle_after_wave_p50_s": round(statistics.median(idle), 3),
-           "idle_after_wave_slowest_s": sorted(round(x, 3) for x in idle)[-5:], "idle_ok": max(idle) <= args.idle_s, "rss_before_mib": before, "rss_after_mib": after}
+           "idle_after_wave_slowest_s": sorted(round(x, 3) for x in idle)[-5:], "idle_ok": max(idle) <= args.idle_s,
+           "rss_before_mib": before, "rss_after_mib": after}
     if before and after:
         out |= {"rss_growth": round(after / before - 1, 4), "rss_ok": after / before - 1 <= args.rss_growth}
     return out
