@@ -56,7 +56,7 @@ def tally(report_dir: str) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(p)
-    p.add_argument("--max-examples", type=int, default=100, help="random bodies per operation (fuzzing phase)")
+    p.add_argument("--max-examples", type=int, default=300, help="random bodies per operation (fuzzing phase)")
     p.add_argument("--phases", default="coverage,fuzzing", help="schemathesis phases")
     p.add_argument("--seed", type=int, default=1, help="schemathesis seed, for a repeatable run")
     p.add_argument("--workers", type=int, default=2, help="concurrent schemathesis workers")
