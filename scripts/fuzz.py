@@ -30,7 +30,8 @@ def schemathesis(url: str, args, report_dir: str) -> int:
            "--workers", str(args.workers), "--report", "ndjson", "--report-dir", report_dir]
     if args.api_key:
         cmd += ["--header", f"Authorization: Bearer {args.api_key}"]
-    return subprocess.run(cmd, stdout=None if args.verbose else subprocess.DEVNULL).returncode
+    out = None if args.verbose else subprocess.DEVNULL
+    return subprocess.run(cmd, stdout=out, cwd=report_dir).returncode  # its cache stays out of the repository
 
 
 def tally(report_dir: str) -> dict:
