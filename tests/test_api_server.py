@@ -12,7 +12,6 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from nsample.cli import build_parser, split_options
 from nsample.config import EngineConfig
 from nsample.engine import Engine
 from nsample.server import ServerConfig, create_app
@@ -98,20 +97,6 @@ def test_mounts_next_to_a_ui_at_root(tiny_engine):
         assert http.get("/v1/models").json()["data"][0]["id"] == MODEL
         assert http.post(CHAT, json=chat_body(n=2)).json()["usage"]["completion_tokens"] > 0
         assert http.get("/health").json()["status"] == "ok"
-
-
-def test_cli_options_come_from_the_dataclasses(monkeypatch):
-    monkeypatch.delenv("NSAMPLE_API_KEY", raising=False)
-    options = vars(build_parser().parse_args(["serve"]))
-    assert options.pop("command") == "serve"
-    assert split_options(options) == (EngineConfig(), ServerConfig())  # no option restates a default
-    options = vars(build_parser().parse_args(["serve", "--model", "m", "--max-n", "8", "--served-model-name", "x",
-                                              "--api-key", "k", "--max-queue", "3", "--port", "9000",
-                                              "--kv-budget-gb", "0.5"]))
-    assert options.pop("command") == "serve"
-    engine, server = split_options(options)
-    assert engine == EngineConfig(model="m", max_n=8, served_model_name="x", max_queue=3, kv_budget_gb=0.5)
-    assert server == ServerConfig(api_key="k", port=9000)
 
 
 def test_cli_serves_end_to_end():

@@ -1,15 +1,13 @@
-"""Upstream failures (down, silent, odd answers) as OpenAI errors, and the `--upstream…` options."""
+"""Upstream failures (down, silent, odd answers) as OpenAI errors."""
 import socket
 
 import httpx
 import pytest
 from live_server import free_port, live_server
 
-from nsample.cli import build_parser
 from nsample.config import EngineConfig
 from nsample.errors import QueueFull
 from nsample.remote import RemoteConfig, RemoteEngine, UpstreamError
-from nsample.remote.config import pop_options
 from nsample.server import ServerConfig, create_app
 
 HELLO = [{"role": "user", "content": "Hello"}]
@@ -101,28 +99,3 @@ def test_engine_limits_apply_before_any_upstream_call(down):
         down.submit({"not": "a prompt"})
     with pytest.raises(NotImplementedError):
         down.tokenize("Hi")
-
-
-# --- the --upstream… options ----------------------------------------------------------------------------
-def test_cli_options_build_a_remote_config(monkeypatch):
-    monkeypatch.setenv("NSAMPLE_UPSTREAM_API_KEY", "from-env")
-    options = vars(build_parser().parse_args(["serve", "--upstream", "http://gpu-box:8000", "--upstream-mode",
-                                              "fanout", "--upstream-timeout", "30", "--max-n", "16"]))
-    remote = pop_options(options)
-    assert remote == RemoteConfig("http://gpu-box:8000/v1", api_key="from-env", mode="fanout", timeout=30.0)
-    assert not any(k.startswith("upstream_") for k in options) and options["max_n"] == 16
-
-
-def test_cli_without_upstream_means_a_local_model(monkeypatch):
-    monkeypatch.delenv("NSAMPLE_UPSTREAM", raising=False)
-    assert pop_options(vars(build_parser().parse_args(["serve"]))) is None
-    monkeypatch.setenv("NSAMPLE_UPSTREAM", "https://example.org/api/v1/")
-    assert pop_options(vars(build_parser().parse_args(["serve"]))).url == "https://example.org/api/v1"
-
-
-def test_cli_rejects_a_bad_upstream(capsys):
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["serve", "--upstream", "gpu-box:8000"])
-    assert "http://" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["serve", "--upstream", "http://h/v1", "--upstream-mode", "sometimes"])

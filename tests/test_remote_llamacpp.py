@@ -1,8 +1,12 @@
-"""nsample in front of a real llama.cpp server (llama-cpp-python[server] on the embedded GGUF), which ignores n."""
+"""nsample in front of a real llama.cpp server (llama-cpp-python[server] on the embedded GGUF), which ignores n.
+
+The server runs with the defaults a user would type, so it cuts a running stream short when the next request
+arrives (--interrupt_requests true): auto mode notices and sends it one request at a time."""
 import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
@@ -10,35 +14,20 @@ import pytest
 from live_server import free_port, live_server, stop_process
 
 from nsample.model_loader import embedded_gguf
-from nsample.remote import RemoteConfig, RemoteEngine
+from nsample.remote import RemoteConfig, RemoteEngine, UpstreamError
 from nsample.server import ServerConfig, create_app
 
 TIMEOUT = 120  # seconds; llama.cpp answers one request at a time
 JOKE = [{"role": "user", "content": "Tell me a joke."}]
 SAMPLING = {"temperature": 0.9, "top_p": 1.0, "max_tokens": 12}  # top_p as nsample sends it (llama.cpp: 0.95)
-# ggml's AMX kernels crash some VMs (SIGSEGV in ggml_backend_amx_mul_mat on the first decode), so the server runs
-# with use_extra_bufts off: plain weights, no repacking; the same numbers on every CPU.
-LAUNCH = """
-import sys
-import llama_cpp.llama_cpp as lib
-defaults = lib.llama_model_default_params
-def params():
-    p = defaults()
-    p.use_extra_bufts = False
-    return p
-lib.llama_model_default_params = params
-from llama_cpp.server.__main__ import main
-sys.argv[0] = "llama_cpp.server"
-main()
-"""
 
 
 @pytest.fixture(scope="session")
 def llama(tmp_path_factory):
     """The base URL (…/v1) of llama-cpp-python's server on a free loopback port, stopped after the session."""
     port, log = free_port(), tmp_path_factory.mktemp("llama") / "server.log"
-    cmd = [sys.executable, "-c", LAUNCH, "--model", str(embedded_gguf()), "--host", "127.0.0.1", "--port", str(port),
-           "--n_ctx", "2048", "--interrupt_requests", "False"]  # it would cut a stream short for the next request
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf()), "--host", "127.0.0.1",
+           "--port", str(port), "--n_ctx", "2048"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     url, deadline = f"http://127.0.0.1:{port}/v1", time.monotonic() + 120
@@ -104,6 +93,40 @@ def test_auto_mode_probes_once_and_fans_out(llama):
     probe, *rest = bodies
     assert (probe["n"], probe["max_tokens"]) == (2, 1)
     assert sorted((b["n"], b["seed"]) for b in rest) == [(1, 1), (1, 2), (1, 5), (1, 6)]
+
+
+def test_auto_mode_goes_one_request_at_a_time_when_streams_are_cut_short(llama, caplog):
+    engine = RemoteEngine(RemoteConfig(llama, timeout=TIMEOUT))
+    try:
+        with live_server(create_app(engine, ServerConfig())) as url:
+            client = openai.OpenAI(base_url=url + "/v1", api_key="-", max_retries=0, timeout=TIMEOUT)
+            stream = client.chat.completions.create(model=engine.name, messages=JOKE, n=3, seed=70, stream=True,
+                                                    stream_options={"include_usage": True}, **SAMPLING)
+            chunks = list(stream)
+            assert engine.upstream.serial  # the concurrent fan-out was cut short by llama.cpp, then went serial
+            deltas = [c for chunk in chunks for c in chunk.choices]
+            assert sorted(c.index for c in deltas if c.finish_reason) == [0, 1, 2]
+            assert all("".join(c.delta.content or "" for c in deltas if c.index == i) for i in range(3))
+            assert chunks[-1].usage.completion_tokens == sum(1 for c in deltas if c.delta.content)
+            with ThreadPoolExecutor(3) as pool:  # three clients at once: each gets its turn upstream
+                answers = list(pool.map(lambda seed: client.chat.completions.create(
+                    model=engine.name, messages=JOKE, n=2, seed=seed, stream=True, **SAMPLING), (1, 2, 3)))
+                finished = [sorted(c.index for chunk in a for c in chunk.choices if c.finish_reason) for a in answers]
+            assert finished == [[0, 1]] * 3
+    finally:
+        engine.close()
+    said = [r for r in caplog.records if r.name == "nsample.remote" and "one request at a time" in r.getMessage()]
+    assert len(said) == 1 and llama in said[0].getMessage()
+
+
+def test_fanout_mode_reports_a_cut_stream(llama):
+    engine = RemoteEngine(RemoteConfig(llama, timeout=TIMEOUT, mode="fanout"))
+    try:
+        with pytest.raises(UpstreamError, match="--upstream-mode auto"):
+            list(engine.stream(JOKE, n=3, seed=1, **SAMPLING))
+        assert not engine.upstream.serial
+    finally:
+        engine.close()
 
 
 def test_chat_n3_has_three_choices_each_equal_to_a_direct_request_with_seed_plus_i(llama, engine, front):

@@ -1,5 +1,4 @@
-"""app.py, the entry point: its options and environment variables, and `python app.py` serving both halves."""
-import importlib.util
+"""app.py, the entry point: `python app.py` serves both halves; the Space's requirements (options: test_options.py)."""
 import os
 import subprocess
 import sys
@@ -7,44 +6,10 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 from live_server import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_NAMES = ("NSAMPLE_MODEL", "PORT", "GRADIO_SERVER_PORT", "GRADIO_SERVER_NAME", "SYSTEM", "NSAMPLE_API_KEY")
-
-
-@pytest.fixture
-def app_module(monkeypatch):
-    for name in ENV_NAMES:
-        monkeypatch.delenv(name, raising=False)
-    spec = importlib.util.spec_from_file_location("nsample_app_entry", ROOT / "app.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_local_defaults(app_module):
-    args = app_module.parse_args([])
-    assert (args.model, args.host, args.port, args.device, args.api_key) == (None, "127.0.0.1", 7860, "auto", None)
-
-
-def test_environment_and_flags(app_module, monkeypatch):
-    monkeypatch.setenv("NSAMPLE_MODEL", "nsample/tiny-random")
-    monkeypatch.setenv("PORT", "9001")
-    args = app_module.parse_args([])
-    assert (args.model, args.port) == ("nsample/tiny-random", 9001)
-    args = app_module.parse_args(["--model", "some/model", "--port", "9002", "--host", "0.0.0.0"])
-    assert (args.model, args.port, args.host) == ("some/model", 9002, "0.0.0.0")
-
-
-def test_spaces_defaults(app_module, monkeypatch):
-    monkeypatch.setenv("SYSTEM", "spaces")
-    args = app_module.parse_args([])
-    assert (args.model, args.host) == ("HuggingFaceTB/SmolLM2-135M-Instruct", "0.0.0.0")
-    monkeypatch.setenv("GRADIO_SERVER_NAME", "127.0.0.2")
-    monkeypatch.setenv("NSAMPLE_MODEL", "nsample/tiny-random")
-    assert (app_module.parse_args([]).host, app_module.parse_args([]).model) == ("127.0.0.2", "nsample/tiny-random")
 
 
 def test_python_app_py_serves_page_and_api(tmp_path):

@@ -123,7 +123,8 @@ class RemoteEngine:
         if mode == "native":
             req.usage = await native(self.upstream, req, prompt, stream)
         else:
-            req.usage = await fanout(self.upstream, req, prompt, stream, self.remote.concurrency)
+            req.usage = await fanout(self.upstream, req, prompt, stream, self.remote.concurrency,
+                                     auto=self.remote.mode == "auto")
         t = req.timings  # upstream time to the first text, then the rest
         t.decode_s = time.perf_counter() - req.submitted - t.queued_s - t.prefill_s
 

@@ -8,20 +8,27 @@ from nsample.remote.upstream import Upstream
 from nsample.request import Request
 
 
-async def fanout(up: Upstream, req: Request, prompt, stream: bool, concurrency: int) -> Usage:
-    """At most `concurrency` upstream requests at once; a failing choice cancels its siblings."""
+async def fanout(up: Upstream, req: Request, prompt, stream: bool, concurrency: int, auto: bool = False) -> Usage:
+    """At most `concurrency` upstream requests at once; a failing choice cancels its siblings.
+
+    `auto`: a stream the upstream cuts short (llama-cpp-python ends the running stream when the next request
+    arrives) turns the upstream to one request at a time, and the choice is asked again with its seed."""
     p = req.params
     groups = [list(range(p.n))] if p.greedy else [[i] for i in range(p.n)]  # greedy: one answer serves all n
     gate = asyncio.Semaphore(concurrency)
 
     async def one(indices: list[int]) -> tuple[Relayed, int]:
+        path, body = up.body(prompt, p, n=1, seed=req.seeds[indices[0]], stream=stream)
         async with gate:
-            path, body = up.body(prompt, p, n=1, seed=req.seeds[indices[0]], stream=stream)
+            serial = up.serial
             r = await relay(up, req, path, body, {0: indices})
+            if r.unfinished and auto and not serial:
+                up.one_at_a_time()
+                r = await relay(up, req, path, body, {0: indices}, replay=req.choices[indices[0]].text)
         if r.unfinished:
-            raise UpstreamError(f"The upstream {up.url} ended choice {indices[0]}'s stream before it finished. "
-                                f"Servers that cut a stream short when another request arrives (llama-cpp-python "
-                                f"without --interrupt_requests False) need --upstream-concurrency 1.")
+            hint = "" if auto else (" Servers that cut a stream short when another request arrives (llama-cpp-python "
+                                    "without --interrupt_requests False) need --upstream-mode auto.")
+            raise UpstreamError(f"The upstream {up.url} ended choice {indices[0]}'s stream before it finished.{hint}")
         return r, len(indices)
 
     return await total_usage(up, prompt, await all_or_none([one(g) for g in groups]))

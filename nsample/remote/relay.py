@@ -1,5 +1,6 @@
 """Relaying one upstream answer into a request: upstream choice k feeds nsample choices targets[k]."""
 import time
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 
 from nsample.outputs import Usage
@@ -17,28 +18,44 @@ class Relayed:
     unfinished: list[int]  # upstream choice indices whose answer ended without a finish_reason
 
 
-async def relay(up: Upstream, req: Request, path: str, body: dict, targets: dict[int, list[int]]) -> Relayed:
-    """Publish the upstream's deltas as events with nsample's indices and seeds; one finish event per choice."""
+async def relay(up: Upstream, req: Request, path: str, body: dict, targets: dict[int, list[int]],
+                replay: str = "") -> Relayed:
+    """Publish the upstream's deltas as events with nsample's indices and seeds; one finish event per choice.
+
+    `replay`: text a cut-short attempt at this one-choice request already published; the retry (same seed) must
+    begin with it, and only what follows is published."""
     open_, counted, usage = set(targets), 0, None
-    async for chunk in up.chunks(path, body):
-        events = []
-        for c in chunk.get("choices") or []:
-            ev = choice_event(c)
-            if ev.index not in targets:
-                raise UpstreamError(f"The upstream {up.url} sent choice index {ev.index}; nsample asked for "
-                                    f"{len(targets)} choice(s).")
-            if ev.index not in open_:  # a second finish chunk for the same choice: not news
-                continue
-            if ev.finish_reason:
-                open_.discard(ev.index)
-            counted += len(targets[ev.index]) if ev.text else 0
-            events += [replace(ev, index=i, seed=req.seeds[i]) for i in targets[ev.index]]
-        if events:
-            if not req.timings.prefill_s and any(ev.text for ev in events):
-                req.timings.prefill_s = time.perf_counter() - req.submitted - req.timings.queued_s
-            req.publish(events)
-        usage = chunk_usage(chunk) or usage
+    async with aclosing(up.chunks(path, body)) as chunks:
+        async for chunk in chunks:
+            events = []
+            for c in chunk.get("choices") or []:
+                ev = choice_event(c)
+                if ev.index not in targets:
+                    raise UpstreamError(f"The upstream {up.url} sent choice index {ev.index}; nsample asked for "
+                                        f"{len(targets)} choice(s).")
+                if ev.index not in open_:  # a second finish chunk for the same choice: not news
+                    continue
+                if ev.finish_reason:
+                    open_.discard(ev.index)
+                counted += len(targets[ev.index]) if ev.text else 0
+                if replay and ev.text:
+                    ev, replay = _replayed(up, ev, replay)
+                events += [replace(ev, index=i, seed=req.seeds[i]) for i in targets[ev.index]]
+            if events:
+                if not req.timings.prefill_s and any(ev.text for ev in events):
+                    req.timings.prefill_s = time.perf_counter() - req.submitted - req.timings.queued_s
+                req.publish(events)
+            usage = chunk_usage(chunk) or usage
     return Relayed(usage, counted, sorted(open_))
+
+
+def _replayed(up: Upstream, ev, replay: str):
+    """(the event without the part already published, what remains to skip); a retry that says otherwise fails."""
+    k = min(len(ev.text), len(replay))
+    if ev.text[:k] != replay[:k]:
+        raise UpstreamError(f"The upstream {up.url} cut a stream short, and its retry with the same seed began "
+                            f"differently from what was already sent; retry the request.")
+    return replace(ev, text=ev.text[k:], logprobs=None if k else ev.logprobs), replay[k:]
 
 
 async def total_usage(up: Upstream, prompt, parts: list[tuple[Relayed, int]]) -> Usage:
@@ -55,5 +72,6 @@ async def total_usage(up: Upstream, prompt, parts: list[tuple[Relayed, int]]) ->
 
 async def prompt_tokens(up: Upstream, prompt) -> int:
     path, body = up.body(prompt, SamplingParams(max_tokens=1), n=1, seed=0, stream=False)
-    usage = [chunk_usage(c) async for c in up.chunks(path, body)][-1]
+    async with aclosing(up.chunks(path, body)) as chunks:
+        usage = [chunk_usage(c) async for c in chunks][-1]
     return usage.prompt_tokens if usage else 0

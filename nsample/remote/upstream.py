@@ -1,5 +1,8 @@
 """One OpenAI-compatible upstream: a pooled httpx client, the bodies nsample sends it, and its answers as chunks."""
+import asyncio
+import contextlib
 import json
+import logging
 
 import httpx
 
@@ -8,6 +11,8 @@ from nsample.prompts import Chat, is_chat, normalize_messages
 from nsample.remote.config import RemoteConfig
 from nsample.remote.errors import UpstreamError, from_exception, from_status
 from nsample.sampling_params import SamplingParams
+
+log = logging.getLogger("nsample.remote")
 
 
 def check_prompt(prompt):
@@ -31,6 +36,15 @@ class Upstream:
             base_url=cfg.url + "/", headers=headers,
             timeout=httpx.Timeout(cfg.timeout, connect=cfg.connect_timeout),
             limits=httpx.Limits(max_connections=cfg.max_connections, max_keepalive_connections=cfg.max_connections))
+        self.serial = False  # one request at a time: set when the upstream cuts a stream short for the next request
+        self._turn = asyncio.Semaphore(1)
+
+    def one_at_a_time(self) -> None:
+        """From now on send this upstream one request at a time (said once in the log)."""
+        if not self.serial:
+            self.serial = True
+            log.warning("The upstream %s cut a stream short when the next request arrived (llama-cpp-python's "
+                        "default --interrupt_requests); sending it one request at a time from now on.", self.url)
 
     def body(self, prompt, p: SamplingParams, n: int, seed: int | None, stream: bool) -> tuple[str, dict]:
         """(path, JSON body) for `n` choices of `prompt`; nsample's extra samplers go out only when they are set."""
@@ -60,9 +74,11 @@ class Upstream:
         return ("chat/completions" if chat else "completions"), b
 
     async def chunks(self, path: str, body: dict):
-        """The upstream's answer as chunk dicts: each SSE event of a stream, or the whole JSON of a plain answer."""
+        """The upstream's answer as chunk dicts: each SSE event of a stream, or the whole JSON of a plain answer.
+        Close the generator (contextlib.aclosing) to close the upstream stream and give up the turn at once."""
         try:
-            async with self.client.stream("POST", path, json=body) as r:
+            async with self._turn if self.serial else contextlib.nullcontext(), \
+                    self.client.stream("POST", path, json=body) as r:
                 if r.status_code >= 400:
                     raise from_status(self.url, r.status_code, (await r.aread()).decode(errors="replace"))
                 if not r.headers.get("content-type", "").startswith("text/event-stream"):

@@ -5,18 +5,16 @@ next to them (`gr.mount_gradio_app(app, demo, path="/")`). Auth and the body-siz
 /health stays open.
 """
 import asyncio
-import hmac
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
-from starlette.datastructures import Headers
-from starlette.exceptions import HTTPException
 
 import nsample
 from nsample.errors import NSampleError
-from nsample.server import errors
+from nsample.server import errors, openapi
 from nsample.server.config import ServerConfig
+from nsample.server.guard import Guard
 from nsample.server.protocol import ChatCompletionRequest, CompletionRequest
 from nsample.server.responses import ChatCompletionResponse, CompletionResponse, ModelCard, ModelList
 from nsample.server.serving import OpenAIServing
@@ -29,7 +27,9 @@ def create_app(engine: "nsample.Engine", config: ServerConfig | None = None) -> 
                   description="OpenAI-compatible API where `n` is real: n independently seeded choices per prompt.")
     app.state.engine, app.state.serving, app.state.server_config = engine, serving, config
     errors.install(app, config.retry_after_s)
-    app.add_middleware(Guard, api_key=config.api_key, max_body_bytes=config.max_body_bytes)
+    openapi.install(app, engine.config.max_n, engine.name)
+    app.add_middleware(Guard, api_key=config.api_key, max_body_bytes=config.max_body_bytes,
+                       body_timeout_s=config.request_timeout_s)
 
     def render(result) -> Response:
         if isinstance(result, NSampleError):
@@ -44,19 +44,23 @@ def create_app(engine: "nsample.Engine", config: ServerConfig | None = None) -> 
     async def health() -> dict:
         return {"status": "ok", "model": engine.name, **engine.health()}
 
-    @app.get("/v1/models", responses={200: {"model": ModelList}})
+    def generation(model) -> dict:
+        return {200: {"model": model, "description": "The answer, or with `stream: true` its server-sent events"},
+                **openapi.error_responses(400, 401, 404, 408, 413, 429, 500, 502, 504)}
+
+    @app.get("/v1/models", responses={200: {"model": ModelList}, **openapi.error_responses(401)})
     async def list_models() -> Response:
         return render(serving.models())
 
-    @app.get("/v1/models/{model:path}", responses={200: {"model": ModelCard}})
+    @app.get("/v1/models/{model:path}", responses={200: {"model": ModelCard}, **openapi.error_responses(401, 404)})
     async def get_model(model: str) -> Response:
         return render(serving.model(model))
 
-    @app.post("/v1/chat/completions", responses={200: {"model": ChatCompletionResponse}})
+    @app.post("/v1/chat/completions", responses=generation(ChatCompletionResponse))
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         return render(await until_disconnected(request, serving.chat(body)))
 
-    @app.post("/v1/completions", responses={200: {"model": CompletionResponse}})
+    @app.post("/v1/completions", responses=generation(CompletionResponse))
     async def create_completions(body: CompletionRequest, request: Request) -> Response:
         return render(await until_disconnected(request, serving.completions(body)))
 
@@ -89,42 +93,3 @@ class EventStream(StreamingResponse):
             await super().__call__(scope, receive, send)
         finally:
             await self.body_iterator.aclose()
-
-
-class Guard:
-    """ASGI middleware for /v1/*: 401 without the configured API key, 413 for a body over max_body_bytes."""
-
-    def __init__(self, app, api_key: str | None, max_body_bytes: int):
-        self.app, self.api_key, self.limit = app, api_key, max_body_bytes
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
-            return await self.app(scope, receive, send)
-        headers = Headers(scope=scope)
-        if self.api_key is not None and not self._authorized(headers.get("authorization")):
-            missing = "authorization" not in headers
-            message = ("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'." if missing
-                       else "Incorrect API key provided.")
-            response = errors.error_response(errors.http_error(401, message), headers={"WWW-Authenticate": "Bearer"})
-            return await response(scope, receive, send)
-        length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > self.limit:
-            return await errors.error_response(errors.http_error(413, self._too_large()))(scope, receive, send)
-        seen = 0
-
-        async def limited_receive():
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise HTTPException(413, self._too_large())
-            return message
-
-        await self.app(scope, limited_receive, send)
-
-    def _authorized(self, header: str | None) -> bool:
-        scheme, _, token = (header or "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.api_key.encode())
-
-    def _too_large(self) -> str:
-        return f"The request body is too large: the limit is {self.limit} bytes."

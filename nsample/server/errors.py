@@ -2,7 +2,7 @@
 
 Engine errors (NSampleError) keep their own status, param and code; pydantic validation errors and malformed JSON
 become 400 invalid_request_error with the offending parameter named the way OpenAI names it ("messages.[0].role");
-HTTP errors (401, 404, 405, 413) keep their status; anything unexpected is a 500 server_error. Bad input never
+HTTP errors (401, 404, 405, 408, 413) keep their status; anything unexpected is a 500 server_error. Bad input never
 reaches a 500.
 """
 import logging
@@ -19,7 +19,8 @@ log = logging.getLogger("nsample.server")
 TYPES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean", "list": "an array",
          "dict": "an object", "model": "an object", "model_attributes": "an object", "none": "null"}
 UNION_SCALARS = {"str", "int", "float", "bool"}
-HTTP_CODES = {401: "invalid_api_key", 404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
+HTTP_CODES = {401: "invalid_api_key", 404: "not_found", 405: "method_not_allowed", 408: "request_timeout",
+              413: "request_too_large"}
 
 
 def error_response(err: NSampleError, retry_after_s: int = 1, headers: dict | None = None) -> JSONResponse:

@@ -9,6 +9,19 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_serializer
 
 
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(BaseModel):
+    """Every error, whatever its status: OpenAI's shape."""
+
+    error: ErrorBody
+
+
 class UsageInfo(BaseModel):
     prompt_tokens: int
     completion_tokens: int
