@@ -2,7 +2,6 @@
 what to admit, lets the runner prefill, sample and run one batched decode forward, and publishes the news."""
 import functools
 import os
-import secrets
 import threading
 import time
 
@@ -10,14 +9,14 @@ import torch
 
 from nsample import prefix_attention
 from nsample.config import EngineConfig
+from nsample.engine_base import BaseEngine, prompt_param
 from nsample.errors import InvalidRequest
 from nsample.kv_cache import kv_bytes_per_token
 from nsample.model_loader import load_pretrained, resolve_device, resolve_dtype
 from nsample.model_runner import ModelRunner
-from nsample.outputs import GenerationResult
-from nsample.prompts import is_chat, prompt_ids
+from nsample.prompts import prompt_ids
 from nsample.request import Request
-from nsample.sampling_params import INT64_MIN, SamplingParams
+from nsample.sampling_params import SamplingParams
 from nsample.scheduler import Scheduler
 
 
@@ -29,12 +28,7 @@ def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto",
     return Engine(m, tok, cfg, name=cfg.served_model_name or name)
 
 
-def wrap_seed(seed: int) -> int:
-    """Wrap into the signed 64-bit range, so seed + i never overflows."""
-    return (seed - INT64_MIN) % 2**64 + INT64_MIN
-
-
-class Engine:
+class Engine(BaseEngine):
     def __init__(self, model, tokenizer, config: EngineConfig = EngineConfig(), name: str = "model"):
         self.model, self.tokenizer, self.config, self.name = model.eval(), tokenizer, config, name
         self.device = model.device
@@ -54,42 +48,17 @@ class Engine:
 
     # --- public API ----------------------------------------------------------------------------------
     def submit(self, prompt, params: SamplingParams | None = None, *, client: str | None = None, **kwargs) -> Request:
-        """Validate and queue a request; iterate the returned handle for events, or call .result().
-
-        `client` names who asks (an API peer, a page session): admission takes clients in turn, and one client may
-        have at most `max_queue_per_client` requests queued or running."""
         p = SamplingParams.from_kwargs(params, **kwargs)
-        if p.n > self.config.max_n:
-            raise InvalidRequest(f"Invalid 'n': integer above maximum value. Expected a value <= "
-                                 f"{self.config.max_n}, but got {p.n} instead.", param="n",
-                                 code="integer_above_max_value")
+        self.check(p)
         bad = [t for t in p.logit_bias if t >= self.vocab_size]
         if bad:
             raise InvalidRequest(f"Token id {bad[0]} in 'logit_bias' is outside the vocabulary "
                                  f"(0..{self.vocab_size - 1}).", param="logit_bias", code="invalid_value")
         ids = prompt_ids(self.tokenizer, prompt, self.vocab_size)
-        prompt_param = "messages" if is_chat(prompt) else "prompt"
-        max_new = self._max_new(len(ids), p, prompt_param)
-        req = Request(ids, p, self._seeds(p), max_new, self.name, client)
+        max_new = self._max_new(len(ids), p, prompt_param(prompt))
+        req = Request(ids, p, self.seeds(p), max_new, self.name, client)
         self.scheduler.add(req, self._kv_bytes(len(ids), self._rows(p), max_new))
         return req
-
-    def generate(self, prompt, params: SamplingParams | None = None, **kwargs) -> GenerationResult:
-        """n choices for one prompt, all at once."""
-        req = self.submit(prompt, params, **kwargs)
-        try:
-            return req.result()
-        finally:
-            req.cancel()
-
-    def stream(self, prompt, params: SamplingParams | None = None, **kwargs):
-        """Events for all choices, interleaved as tokens arrive; stopping the iteration cancels the rest."""
-        yield from self.submit(prompt, params, **kwargs)
-
-    async def astream(self, prompt, params: SamplingParams | None = None, **kwargs):
-        """The async form of stream(), for servers; cancelling the task cancels the request."""
-        async for ev in self.submit(prompt, params, **kwargs):
-            yield ev
 
     def tokenize(self, prompt) -> list[int]:
         return prompt_ids(self.tokenizer, prompt, self.vocab_size)
@@ -100,7 +69,6 @@ class Engine:
 
     @property
     def load_info(self) -> dict:
-        """Requests waiting and running."""
         return self.scheduler.load_info
 
     def health(self) -> dict:
@@ -112,11 +80,6 @@ class Engine:
         self._worker.join(timeout=10)
 
     # --- admission -----------------------------------------------------------------------------------
-    def _seeds(self, p: SamplingParams) -> list[int]:
-        if p.seed is None:
-            return [secrets.randbits(63) for _ in range(p.n)]
-        return [wrap_seed(p.seed + i) for i in range(p.n)]
-
     def _rows(self, p: SamplingParams) -> int:
         """Cache rows a request occupies: one per choice (greedy: one), padded to the fixed decode width."""
         rows, width = 1 if p.greedy else p.n, self.config.decode_width

@@ -9,6 +9,7 @@ import time
 import torch
 
 from nsample import sampler
+from nsample.engine_base import choice_groups
 from nsample.kv_cache import ForkedKV, SharedKV
 from nsample.outputs import StreamEvent, TokenLogprob
 from nsample.request import Request
@@ -19,10 +20,9 @@ class RequestState:
     def __init__(self, req: Request, model, tokenizer, eos_ids: set[int], vocab: int, shared: bool,
                  width: int | None):
         p, device = req.params, model.device
-        groups = [list(range(p.n))] if p.greedy else [[i] for i in range(p.n)]  # greedy: one row serves all n
         self.req, self.device = req, device
         self.rows = [Row(g, [req.seeds[i] for i in g], req.prompt_ids, p, tokenizer, req.max_new, eos_ids, device)
-                     for g in groups]
+                     for g in choice_groups(p)]
         self.kv = (SharedKV if shared else ForkedKV)(model, len(req.prompt_ids), req.max_new)
         self.prefilled = 0  # prompt tokens prefilled so far
         self.logits: torch.Tensor | None = None  # (R, V) next-token logits of the live rows, once prefilled

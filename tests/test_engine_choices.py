@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from nsample import EngineConfig, InvalidRequest
-from nsample.engine import Engine, wrap_seed
+from nsample.engine import Engine
+from nsample.engine_base import wrap_seed
 from nsample.sampling_params import INT64_MAX
 
 from forward_recorder import forward_shapes

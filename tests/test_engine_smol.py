@@ -4,7 +4,7 @@ import importlib.util
 import pytest
 
 import nsample
-from nsample.engine import wrap_seed
+from nsample.engine_base import wrap_seed
 from nsample.errors import ModelMissing
 from nsample.model_loader import EMBEDDED_NAME, cache_dir, embedded_gguf
 

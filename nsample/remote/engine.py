@@ -1,20 +1,20 @@
 """The remote engine: the local engine's interface, with the model behind an OpenAI-compatible upstream server."""
 import asyncio
-import secrets
 import threading
 import time
 from dataclasses import fields
 
 from nsample.config import EngineConfig
-from nsample.engine import Engine, wrap_seed
-from nsample.errors import InvalidRequest, NSampleError, QueueFull
+from nsample.engine_base import BaseEngine
+from nsample.errors import NSampleError, QueueFull
 from nsample.outputs import GenerationResult
 from nsample.remote.config import RemoteConfig
 from nsample.remote.errors import UpstreamError, from_exception
 from nsample.remote.fanout import fanout
 from nsample.remote.loop import LoopThread
 from nsample.remote.native import native, supports_n
-from nsample.remote.upstream import Upstream, check_prompt, is_chat
+from nsample.prompts import is_chat
+from nsample.remote.upstream import Upstream, check_prompt
 from nsample.request import Request
 from nsample.sampling_params import SamplingParams
 
@@ -28,9 +28,8 @@ def connect(url: str, **config) -> "RemoteEngine":
                         EngineConfig(**{k: v for k, v in config.items() if k not in remote}))
 
 
-class RemoteEngine:
-    stream = Engine.stream  # the local engine's thin wrappers over submit(), unchanged
-    astream = Engine.astream
+class RemoteEngine(BaseEngine):
+    seed_bits = 31  # a random base seed every upstream takes
 
     def __init__(self, remote: RemoteConfig, config: EngineConfig | None = None):
         self.remote, self.config = remote, config or EngineConfig()
@@ -57,9 +56,10 @@ class RemoteEngine:
         """Validate and send a request upstream (streamed); iterate the handle for events, or call .result()."""
         return self._submit(prompt, SamplingParams.from_kwargs(params, **kwargs), stream=True, client=client)
 
-    def generate(self, prompt, params: SamplingParams | None = None, **kwargs) -> GenerationResult:
+    def generate(self, prompt, params: SamplingParams | None = None, *, client: str | None = None, **kwargs
+                 ) -> GenerationResult:
         """n choices for one prompt, all at once; upstream answers come whole, so their usage is exact everywhere."""
-        req = self._submit(prompt, SamplingParams.from_kwargs(params, **kwargs), stream=False)
+        req = self._submit(prompt, SamplingParams.from_kwargs(params, **kwargs), stream=False, client=client)
         try:
             return req.result()
         finally:
@@ -73,10 +73,6 @@ class RemoteEngine:
         with self._lock:
             return {"waiting": self._waiting, "active": len(self._running)}
 
-    def health(self) -> dict:
-        """What /health shows: the load (the upstream manages its own memory)."""
-        return self.load_info
-
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -86,14 +82,10 @@ class RemoteEngine:
 
     # --- admission -----------------------------------------------------------------------------------
     def _submit(self, prompt, p: SamplingParams, stream: bool, client: str | None = None) -> Request:
-        if p.n > self.config.max_n:
-            raise InvalidRequest(f"Invalid 'n': integer above maximum value. Expected a value <= "
-                                 f"{self.config.max_n}, but got {p.n} instead.", param="n",
-                                 code="integer_above_max_value")
+        self.check(p)
         prompt = check_prompt(prompt)
-        base = p.seed if p.seed is not None else secrets.randbits(31)  # 31 bits: every upstream takes it
-        ids = prompt if prompt and isinstance(prompt[0], int) else []
-        req = Request(ids, p, [wrap_seed(base + i) for i in range(p.n)], p.max_tokens or 0, self.name, client)
+        ids = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], int) else []
+        req = Request(ids, p, self.seeds(p), p.max_tokens or 0, self.name, client)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the engine is closed")

@@ -1,6 +1,7 @@
 """Fan-out: n concurrent single-choice upstream requests, seeds seed + i, merged into one request's events."""
 import asyncio
 
+from nsample.engine_base import choice_groups
 from nsample.outputs import Usage
 from nsample.remote.errors import UpstreamError
 from nsample.remote.relay import Relayed, relay, total_usage
@@ -14,7 +15,6 @@ async def fanout(up: Upstream, req: Request, prompt, stream: bool, concurrency: 
     `auto`: a stream the upstream cuts short (llama-cpp-python ends the running stream when the next request
     arrives) turns the upstream to one request at a time, and the choice is asked again with its seed."""
     p = req.params
-    groups = [list(range(p.n))] if p.greedy else [[i] for i in range(p.n)]  # greedy: one answer serves all n
     gate = asyncio.Semaphore(concurrency)
 
     async def one(indices: list[int]) -> tuple[Relayed, int]:
@@ -31,7 +31,7 @@ async def fanout(up: Upstream, req: Request, prompt, stream: bool, concurrency: 
             raise UpstreamError(f"The upstream {up.url} ended choice {indices[0]}'s stream before it finished.{hint}")
         return r, len(indices)
 
-    return await total_usage(up, prompt, await all_or_none([one(g) for g in groups]))
+    return await total_usage(up, prompt, await all_or_none([one(g) for g in choice_groups(p)]))
 
 
 async def all_or_none(coros) -> list:
