@@ -141,7 +141,7 @@ class FailingEngine:
     def __getattr__(self, name):
         return getattr(self.engine, name)
 
-    def submit(self, prompt, params=None, **kw):
+    def submit(self, prompt, params=None, client=None, **kw):
         p = SamplingParams.from_kwargs(params, **kw)
         req = Request([1, 2], p, list(range(p.n)), 4, self.engine.name)
         req.publish([StreamEvent(index=0, text="partial", token_ids=[5], seed=0)])

@@ -78,6 +78,25 @@ def test_full_queue_answers_429_and_frees_after_disconnect(small_engine):
         assert http.post(CHAT, json=chat_body()).status_code == 200
 
 
+def test_one_peer_gets_its_share_of_the_queue_and_the_page_still_gets_in():
+    model, tokenizer = tiny_model()
+    engine = Engine(model, tokenizer, EngineConfig(max_queue=4, max_queue_per_client=2, max_active=2), MODEL)
+    try:
+        with live_server(create_app(engine, ServerConfig())) as url, httpx.Client(base_url=url, timeout=TIMEOUT) as http:
+            long = chat_body(max_tokens=1500, ignore_eos=True, stream=True)
+            with http.stream("POST", CHAT, json=long) as a, http.stream("POST", CHAT, json=long) as b:
+                assert a.status_code == b.status_code == 200
+                r = http.post(CHAT, json=chat_body())
+                assert r.status_code == 429 and "of yours" in error_of(r)["message"]
+                page = engine.submit("From the page", max_tokens=2, client="page:1")  # another client still fits
+                a.close()
+                b.close()
+                assert len(page.result(timeout=TIMEOUT).choices[0].token_ids) == 2
+            assert wait_until(lambda: idle(engine))
+    finally:
+        engine.close()
+
+
 def test_limits_of_a_smaller_engine(small_engine):
     with live_server(create_app(small_engine, ServerConfig())) as url, httpx.Client(base_url=url, timeout=TIMEOUT) as http:
         err = error_of(http.post(CHAT, json=chat_body(n=5)))

@@ -58,13 +58,19 @@ def create_app(engine: "nsample.Engine", config: ServerConfig | None = None) -> 
 
     @app.post("/v1/chat/completions", responses=generation(ChatCompletionResponse))
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
-        return render(await until_disconnected(request, serving.chat(body)))
+        return render(await until_disconnected(request, serving.chat(body, client_of(request))))
 
     @app.post("/v1/completions", responses=generation(CompletionResponse))
     async def create_completions(body: CompletionRequest, request: Request) -> Response:
-        return render(await until_disconnected(request, serving.completions(body)))
+        return render(await until_disconnected(request, serving.completions(body, client_of(request))))
 
     return app
+
+
+def client_of(request: Request) -> str | None:
+    """Who asks, for the engine's per-client fairness: the peer address (behind a proxy, uvicorn takes it from
+    X-Forwarded-For when the proxy is in FORWARDED_ALLOW_IPS)."""
+    return f"api:{request.client.host}" if request.client else None
 
 
 async def until_disconnected(request: Request, work):

@@ -42,10 +42,10 @@ class OpenAIServing:
         return ModelCard(id=self.engine.name, created=self.created, max_model_len=self.engine.context)
 
     # --- generation --------------------------------------------------------------------------------------
-    async def chat(self, req: ChatCompletionRequest) -> ChatCompletionResponse | Result:
+    async def chat(self, req: ChatCompletionRequest, client: str | None = None) -> ChatCompletionResponse | Result:
         try:
             self._check_model(req.model)
-            reqs = self._submit([req.prompt()], req.to_sampling_params())
+            reqs = self._submit([req.prompt()], req.to_sampling_params(), client)
         except NSampleError as e:
             return e
         head = self._head("chatcmpl")
@@ -53,16 +53,17 @@ class OpenAIServing:
             return await self._started(reqs) or chat.stream(head, reqs[0], req.include_usage)
         return await self._finish(reqs, lambda: chat.response(head, reqs[0]))
 
-    async def completions(self, req: CompletionRequest) -> CompletionResponse | Result:
+    async def completions(self, req: CompletionRequest, client: str | None = None) -> CompletionResponse | Result:
         try:
             self._check_model(req.model)
             prompts = req.prompts()
-            if len(prompts) > self.engine.config.max_queue:
-                raise InvalidRequest(f"At most {self.engine.config.max_queue} prompts fit in one request, got "
-                                     f"{len(prompts)}.", param="prompt", code="array_above_max_length")
+            limit = min(self.engine.config.max_queue, self.engine.config.max_queue_per_client)
+            if len(prompts) > limit:
+                raise InvalidRequest(f"At most {limit} prompts fit in one request, got {len(prompts)}.",
+                                     param="prompt", code="array_above_max_length")
             params = req.to_sampling_params()
             echoes = [self._text(p) if req.echo else "" for p in prompts]
-            reqs = self._submit(prompts, params)
+            reqs = self._submit(prompts, params, client)
         except NSampleError as e:
             return e
         n, head, top = req.n or 1, self._head("cmpl"), req.logprobs
@@ -75,12 +76,12 @@ class OpenAIServing:
         if name is not None and name != self.engine.name:
             raise ModelNotFound(name)
 
-    def _submit(self, prompts: list, params: "nsample.SamplingParams") -> list[Request]:
+    def _submit(self, prompts: list, params: "nsample.SamplingParams", client: str | None) -> list[Request]:
         """Queue one engine request per prompt: all of them, or (on the first refusal) none."""
         reqs: list[Request] = []
         try:
             for p in prompts:
-                reqs.append(self.engine.submit(p, params))
+                reqs.append(self.engine.submit(p, params, client=client))
         except BaseException:
             cancel(reqs)
             raise
