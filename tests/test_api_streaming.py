@@ -1,5 +1,10 @@
 """Streaming (SSE): chunk layout, interleaving, finish and usage chunks, and cancellation when the client leaves."""
 from api_helpers import HELLO, MODEL, chat_body, idle, raw_post, sse, wait_until
+from live_server import live_server
+
+from nsample import EngineConfig
+from nsample.engine import Engine
+from nsample.server import create_app
 
 pytest_plugins = ["api_fixtures"]  # base_url, client, aclient, http
 
@@ -118,3 +123,20 @@ def test_disconnect_before_a_full_response_cancels(base_url, tiny_engine):
     finally:
         sock.close()
     assert wait_until(lambda: idle(tiny_engine), timeout=10)
+
+
+def test_disconnect_while_queued_before_the_first_token_cancels(tiny_engine):
+    engine = Engine(tiny_engine.model, tiny_engine.tokenizer, EngineConfig(max_active=1), MODEL)
+    long = {"model": MODEL, "messages": HELLO, "max_tokens": 1500, "ignore_eos": True, "stream": True}
+    try:
+        with live_server(create_app(engine)) as url:
+            first = raw_post(url, "/v1/chat/completions", long)
+            assert wait_until(lambda: engine.load_info == {"waiting": 0, "active": 1})
+            queued = raw_post(url, "/v1/chat/completions", {**long, "n": 4})
+            assert wait_until(lambda: engine.load_info == {"waiting": 1, "active": 1})
+            queued.close()  # gone before its stream started: its request must leave the queue, not run later
+            assert wait_until(lambda: engine.load_info == {"waiting": 0, "active": 1})
+            first.close()
+            assert wait_until(lambda: idle(engine), timeout=10)
+    finally:
+        engine.close()

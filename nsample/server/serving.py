@@ -90,8 +90,12 @@ class OpenAIServing:
     async def _started(self, reqs: list[Request]) -> NSampleError | None:
         """Wait for every request's first output, so a failure before the first token (an upstream that is down)
         is an HTTP error, not a 200 followed by an error event."""
-        while not all(r.started for r in reqs):
-            await asyncio.sleep(0.005)
+        try:
+            while not all(r.started for r in reqs):
+                await asyncio.sleep(0.005)
+        except BaseException:  # the client left before the first token: its requests must not run on
+            cancel(reqs)
+            raise
         error = next((r.error for r in reqs if r.error is not None and not r.published), None)
         if error is None:
             return None
