@@ -140,3 +140,13 @@ def test_disconnect_while_queued_before_the_first_token_cancels(tiny_engine):
             assert wait_until(lambda: idle(engine), timeout=10)
     finally:
         engine.close()
+
+
+async def test_a_stream_body_closed_before_its_first_chunk_cancels_its_request(tiny_engine):
+    from nsample.server import chat
+    from nsample.server.fanin import Body
+
+    req = tiny_engine.submit("Never read", n=2, max_tokens=1500, ignore_eos=True)
+    body = Body(chat.stream({"id": "x", "created": 0, "model": MODEL, "system_fingerprint": "fp"}, req, False), [req])
+    await body.aclose()  # the response ended before iterating (the client left as the first token came)
+    assert req.cancelled and wait_until(lambda: idle(tiny_engine))

@@ -18,6 +18,21 @@ from nsample.server.responses import UsageInfo
 DONE = "data: [DONE]\n\n"
 
 
+class Body:
+    """An SSE body whose requests are cancelled when it is closed, even if it was never iterated (a client that
+    left just as its first token arrived)."""
+
+    def __init__(self, events: AsyncIterator[str], reqs: list[Request]):
+        self.events, self.reqs = events, reqs
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self.events
+
+    async def aclose(self) -> None:
+        cancel(self.reqs)
+        await self.events.aclose()
+
+
 async def collect(reqs: list[Request]) -> None:
     """Wait until every request has finished (the engine runs them side by side whoever reads them)."""
     try:

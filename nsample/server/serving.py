@@ -8,7 +8,6 @@ import asyncio
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator
 
 import nsample
 from nsample.errors import InvalidRequest, ModelNotFound, NSampleError
@@ -16,11 +15,11 @@ from nsample.request import Request
 from nsample.server import chat, completions
 from nsample.server.config import ServerConfig
 from nsample.server.errors import server_error
-from nsample.server.fanin import cancel, collect
+from nsample.server.fanin import Body, cancel, collect
 from nsample.server.protocol import ChatCompletionRequest, CompletionRequest
 from nsample.server.responses import ChatCompletionResponse, CompletionResponse, ModelCard, ModelList
 
-Result = NSampleError | AsyncIterator[str]
+Result = NSampleError | Body  # an SSE body
 
 
 class OpenAIServing:
@@ -50,7 +49,7 @@ class OpenAIServing:
             return e
         head = self._head("chatcmpl")
         if req.stream:
-            return await self._started(reqs) or chat.stream(head, reqs[0], req.include_usage)
+            return await self._started(reqs) or Body(chat.stream(head, reqs[0], req.include_usage), reqs)
         return await self._finish(reqs, lambda: chat.response(head, reqs[0]))
 
     async def completions(self, req: CompletionRequest, client: str | None = None) -> CompletionResponse | Result:
@@ -68,7 +67,8 @@ class OpenAIServing:
             return e
         n, head, top = req.n or 1, self._head("cmpl"), req.logprobs
         if req.stream:
-            return await self._started(reqs) or completions.stream(head, reqs, n, echoes, top, req.include_usage)
+            return await self._started(reqs) or Body(completions.stream(head, reqs, n, echoes, top, req.include_usage),
+                                                     reqs)
         return await self._finish(reqs, lambda: completions.response(head, reqs, n, echoes, top))
 
     # --- helpers -----------------------------------------------------------------------------------------
