@@ -18,8 +18,8 @@ def two_level(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     s1 = w.abs().amax(1).clamp_min(torch.finfo(torch.float32).tiny) / 127  # (N,)
     u = w / s1[:, None]
     q1 = u.round()
-    q2 = (u - q1).mul_(LEVEL).round_()  # |u - q1| <= 0.5, so |q2| <= 127
-    return torch.cat([q1, q2]).to(torch.int8), torch.cat([s1, s1 / LEVEL])
+    q2 = u.sub_(q1).mul_(LEVEL).round_()  # |u - q1| <= 0.5, so |q2| <= 127
+    return torch.cat([q1.to(torch.int8), q2.to(torch.int8)]), torch.cat([s1, s1 / LEVEL])
 
 
 def int8_gemm_available() -> bool:
@@ -87,7 +87,7 @@ class SharedInput(nn.Module):
         self._parts: list[torch.Tensor | None] = []
 
     def part(self, x: torch.Tensor, i: int) -> torch.Tensor:
-        """Member i's output; the GEMM runs when a new input arrives, its parts are held until all members took theirs."""
+        """Member i's output: one GEMM per new input, its parts held until every member took its own."""
         if self._input is not x or self._parts[i] is None:
             self._input, self._parts = x, list(self.linear(x).split(self.sizes, -1))
         out, self._parts[i] = self._parts[i], None

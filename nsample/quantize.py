@@ -1,25 +1,23 @@
 """The decode weights: float (`none`) or two-level int8 (`int8`) for every linear layer and the tied LM head.
 
-Why two-level int8 (see nsample/int8_linear.py), measured on SmolLM2-135M-Instruct, 2 threads, AMX CPU:
-- Decode reads every weight once per step, so fewer bytes per weight is the lever; oneDNN's prepacked int8
-  GEMM (AMX / VNNI) also costs about the same at 1, 8 or 16 rows, where float32 GEMM grows with the rows.
-- Quality is the constraint: the embedded weights are 4-bit groups of 32 (Q4_1) and the head 8-bit groups
-  (Q8_0), so any single 8-bit-per-channel rounding, of weights or of activations, moves greedy output:
-  per token, weight-only int8 per channel flipped 4.4% of argmaxes, int8 activations per row 7.2%,
-  bfloat16 activations 0.5% and bfloat16 weights+activations+outputs 2%, far from 90% of 64-token
-  continuations identical. Two int8 levels for both (each exact to ~1/65000 of its row's maximum) flipped
-  none of 640 teacher-forced tokens (mean |Δ logprob| 0.0007), at the bytes of bfloat16.
-- What else torch ships is slower or not better: `torch._weight_int8pack_mm` (weight-only, per channel)
-  rounds activations and outputs to bfloat16 and its time grows with the rows (LM head, 1 thread: 1.8 ms
-  at 1 row, 6.3 ms at 8, 12.5 ms at 16, against 1.4-1.8 ms for oneDNN int8); `torch._int_mm` re-packs the
-  weight on every call (3.4 ms); torchao 0.18's Int8WeightOnlyConfig (64 ms) and
-  Int8DynamicActivationInt8WeightConfig (3.7-5.5 ms) on CPU are slower still;
-  `_weight_int4pack_mm_for_cpu` is fast only with bfloat16 activations and outputs (the quality above).
+Why two-level int8 (nsample/int8_linear.py); SmolLM2-135M-Instruct, one thread of an AMX CPU, busy machine:
+- Decode reads every weight once per step, so bytes per weight are the lever, and oneDNN's prepacked int8
+  GEMM (AMX / VNNI) costs about the same for 1 to 16 rows where float32 grows with the rows: a decode step
+  of 8 rows took 85 ms against 170 ms in float32 (bfloat16 weights: 69 ms; one-level int8: 55 ms).
+- Quality decides the rest. The embedded weights are 4-bit groups (Q4_1, head Q8_0), so one 8-bit-per-channel
+  rounding moves greedy output; argmax flips per token, teacher-forced over 640 tokens: weight-only int8
+  per channel 4.4%, int8 activations per row 7.2%, bfloat16 activations 0.5%, bfloat16 weights,
+  activations and outputs 2.0% (all far below 90% of 64-token continuations identical). Two int8 levels
+  for weights and activations: no flip, mean |Δ logprob| 0.0007; scripts/quality.py: 20 of 20 identical.
+- The other kernels torch ships, on the LM head (49152x576): `torch._weight_int8pack_mm` (weight-only,
+  per channel) rounds activations and outputs to bfloat16 and grows with the rows (1.8 / 6.4 / 12.5 ms
+  at 1 / 8 / 16 rows, oneDNN int8: 1.3-1.6 ms); `torch._int_mm` repacks the weight on every call (3.4 ms);
+  torchao 0.18 on CPU: Int8WeightOnlyConfig 64 ms, Int8DynamicActivationInt8WeightConfig 3.7-5.5 ms;
+  `_weight_int4pack_mm_for_cpu` and FBGEMM fp16 are fast only for bfloat16 activations or one row.
   `quantize_dynamic` (FBGEMM) is not used: one activation scale per batch would couple the rows.
-- Row independence: integer sums are exact and every float step is elementwise per row, so a row's
-  logits are bitwise the same whatever else is in the batch (tests/test_quantize.py).
-- CPUs: auto picks int8 only where the int8 dot products are native (AMX-INT8, AVX512-VNNI, AVX-VNNI); on
-  plain AVX2, oneDNN halves int8 weights to avoid int16 saturation, which would break the exactness above.
+- Rows stay independent, bitwise: integer sums are exact and every float step is per row.
+- CPUs: auto picks int8 only where int8 dot products are native (AMX-INT8, AVX512-VNNI, AVX-VNNI); on plain
+  AVX2, oneDNN halves int8 weights to avoid int16 saturation, which would cost the precision above.
 """
 from pathlib import Path
 
@@ -63,14 +61,14 @@ def choose_quantize(mode: str, device_type: str, flags: frozenset[str], int8_ops
 def quantize(model: nn.Module, mode: str) -> nn.Module:
     """Swap `model`'s linear layers (and a tied input embedding) in place for `mode`'s kind; return it."""
     if mode == "none" or any(isinstance(m, Int8Linear) for m in model.modules()):
-        return model  # already swapped: quantizing twice is a no-op
+        return model  # none, or swapped already: a second call changes nothing
     assert mode == "int8", mode
-    head = model.get_output_embeddings()
-    embed = model.get_input_embeddings()
-    tied = head is not None and embed is not None and head.weight is embed.weight
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    tied = type(head) is nn.Linear and embed is not None and head.weight is embed.weight
     for parent in list(model.modules()):
         _swap_children(parent, skip=head)  # the head is swapped below, with its embedding
-    if head is not None:
+    if type(head) is nn.Linear:
         new_head = Int8Linear(head.weight, head.bias, keep_rows=tied)
         model.set_output_embeddings(new_head)
         if tied:

@@ -30,8 +30,11 @@ PROMPTS = [
 ]
 
 
-def continuations(engine: Engine, prompts: list[str], max_tokens: int) -> tuple[list[tuple[list[int], list[float]]], float]:
-    """(token ids, chosen-token logprobs) of each prompt's greedy continuation, and the seconds it took."""
+Continuation = tuple[list[int], list[float]]  # token ids, the chosen tokens' logprobs
+
+
+def continuations(engine: Engine, prompts: list[str], max_tokens: int) -> tuple[list[Continuation], float]:
+    """Each prompt's greedy continuation, and the seconds they took."""
     t0, out = time.perf_counter(), []
     for p in prompts:
         c = engine.generate([{"role": "user", "content": p}], n=1, temperature=0, max_tokens=max_tokens,
@@ -40,7 +43,7 @@ def continuations(engine: Engine, prompts: list[str], max_tokens: int) -> tuple[
     return out, time.perf_counter() - t0
 
 
-def compare(ref: list[tuple[list[int], list[float]]], fast: list[tuple[list[int], list[float]]]) -> list[dict]:
+def compare(ref: list[Continuation], fast: list[Continuation]) -> list[dict]:
     rows = []
     for (ids_a, lp_a), (ids_b, lp_b) in zip(ref, fast):
         agree = next((i for i, (a, b) in enumerate(zip(ids_a, ids_b)) if a != b), min(len(ids_a), len(ids_b)))
@@ -72,8 +75,8 @@ def main():
           f"threads\n{'prompt':<48} {'same':>4} {'diff@':>5} {'mean|Δlp|':>9}")
     for p, r in zip(prompts, rows):
         mean = statistics.fmean(r["deltas"]) if r["deltas"] else float("nan")
-        print(f"{p[:48]:<48} {'yes' if r['identical'] else 'no':>4} {r['first_diff'] if r['first_diff'] is not None else '-':>5} "
-              f"{mean:9.5f}")
+        diff = "-" if r["first_diff"] is None else r["first_diff"]
+        print(f"{p[:48]:<48} {'yes' if r['identical'] else 'no':>4} {diff:>5} {mean:9.5f}")
     same = sum(r["identical"] for r in rows)
     deltas = [d for r in rows for d in r["deltas"]]
     print(f"identical continuations: {same}/{len(rows)} = {100 * same / len(rows):.0f}% (bar: >= 90%)")

@@ -59,6 +59,34 @@ def test_int8_linear_matches_float32_and_each_row_is_bitwise_its_own():
         assert torch.equal(layer(x[1, i]), y[1, i])
 
 
+class Projections(torch.nn.Module):
+    """q/k/v with biases (as Qwen2's) and an output projection, as an attention block names them."""
+
+    def __init__(self):
+        super().__init__()
+        self.q_proj, self.k_proj, self.v_proj = (torch.nn.Linear(64, n) for n in (64, 16, 16))
+        self.o_proj = torch.nn.Linear(64, 64, bias=False)
+
+    def forward(self, x):
+        return self.o_proj(self.q_proj(x)), self.k_proj(x), self.v_proj(x)
+
+
+@needs_int8
+@torch.inference_mode()
+def test_projections_of_one_input_share_one_gemm_and_keep_their_biases():
+    torch.manual_seed(0)
+    block, x = Projections(), torch.randn(3, 5, 64)
+    want = block(x)
+    quantize(block, "int8")
+    assert [type(m).__name__ for m in (block.q_proj, block.k_proj, block.v_proj, block.o_proj)] == [
+        "Member", "Member", "Member", "Int8Linear"]
+    got = block(x)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and (g - w).abs().max() < 1e-3 * w.abs().max()
+    assert all(torch.equal(a, b) for a, b in zip(block(x + 1)[1:], block(x + 1)[1:]))  # a new input, new outputs
+    assert not torch.equal(block(x + 1)[1], got[1])
+
+
 @pytest.fixture(scope="module")
 def tiny_pair():
     """The tiny random model as float32 and as int8 (same weights), for numerics."""
