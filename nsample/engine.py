@@ -14,7 +14,9 @@ from nsample.errors import InvalidRequest
 from nsample.kv_cache import kv_bytes_per_token
 from nsample.model_loader import load_pretrained, resolve_device, resolve_dtype
 from nsample.model_runner import ModelRunner
+from nsample.openmp import release_pool
 from nsample.prompts import prompt_ids
+from nsample.quantize import quantize, resolve_quantize
 from nsample.request import Request
 from nsample.sampling_params import SamplingParams
 from nsample.scheduler import Scheduler
@@ -30,6 +32,9 @@ def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto",
 
 class Engine(BaseEngine):
     def __init__(self, model, tokenizer, config: EngineConfig = EngineConfig(), name: str = "model"):
+        """An engine on `model`; config.quantize swaps the model's layers in place (nsample/quantize.py)."""
+        self.quantize = resolve_quantize(config.quantize, model.device)  # what "auto" became here
+        model = quantize(model, self.quantize)
         self.model, self.tokenizer, self.config, self.name = model.eval(), tokenizer, config, name
         self.device = model.device
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
@@ -43,6 +48,7 @@ class Engine(BaseEngine):
         self.scheduler = Scheduler(config, self.kv_budget)
         self.runner = ModelRunner(model, tokenizer, config, self.eos_ids, self.vocab_size, self.shared_prefix,
                                   self.token_text)
+        release_pool()  # loading and quantizing made this thread an OpenMP pool that would throttle the worker's
         self._worker = threading.Thread(target=self._loop, name="nsample-engine", daemon=True)
         self._worker.start()
 

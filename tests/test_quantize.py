@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 
 from nsample.config import EngineConfig
-from nsample.engine import Engine, wrap_seed
+from nsample.engine import Engine
+from nsample.engine_base import wrap_seed
 from nsample.int8_linear import Int8Linear, two_level
 from nsample.model_loader import load_pretrained
 from nsample.quantize import choose_quantize, quantize, resolve_quantize
