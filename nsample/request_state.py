@@ -21,8 +21,9 @@ class RequestState:
                  width: int | None):
         p, device = req.params, model.device
         self.req, self.device = req, device
-        self.rows = [Row(g, [req.seeds[i] for i in g], req.prompt_ids, p, tokenizer, req.max_new, eos_ids, device)
+        self.rows = [Row(g, [req.seeds[i] for i in g], req.prompt_ids, p, tokenizer, req.max_new, eos_ids)
                      for g in choice_groups(p)]
+        self.seeds = torch.tensor([r.seeds[0] for r in self.rows], device=device)  # (R,) int64: each row's noise
         self.kv = (SharedKV if shared else ForkedKV)(model, len(req.prompt_ids), req.max_new)
         self.prefilled = 0  # prompt tokens prefilled so far
         self.logits: torch.Tensor | None = None  # (R, V) next-token logits of the live rows, once prefilled
@@ -57,14 +58,15 @@ class RequestState:
     def sample(self, token_text) -> list[StreamEvent]:
         """Sample one token per live row, hand it over, drop finished rows; set the next column."""
         p, R = self.req.params, len(self.rows)
-        tokens = sampler.sample_rows(self.logits, p, [r.generator for r in self.rows], self.counts, self.bias)  # (R,)
+        positions = torch.full((R,), self.generated, device=self.device)  # the index of the token drawn now
+        tokens = sampler.sample_rows(self.logits, p, self.seeds, positions, self.counts, self.bias)  # (R,)
         lps = _logprobs(self.logits, tokens, p.top_logprobs, token_text) if p.logprobs else [None] * R
         events = [ev for row, tok, lp in zip(self.rows, tokens.tolist(), lps) for ev in row.append(tok, lp)]
         if self.counts is not None:
             self.counts.scatter_add_(1, tokens[:, None], torch.ones(R, 1, device=tokens.device))
         live = [i for i, r in enumerate(self.rows) if not r.finished]
         if len(live) < R:  # drop finished rows from the batch, and from the cache unless the width is fixed
-            self.rows, tokens = [self.rows[i] for i in live], tokens[live]
+            self.rows, tokens, self.seeds = [self.rows[i] for i in live], tokens[live], self.seeds[live]
             self.counts = self.counts[live] if self.counts is not None else None
             if self.fixed:
                 self.slots = [self.slots[i] for i in live]
@@ -73,7 +75,8 @@ class RequestState:
                 self.slots, self.width = list(range(len(live))), len(live)
         if self.rows:
             slots = torch.tensor(self.slots, device=tokens.device)
-            self.column = torch.zeros(self.width, dtype=tokens.dtype, device=tokens.device).index_copy_(0, slots, tokens)
+            column = torch.zeros(self.width, dtype=tokens.dtype, device=tokens.device)  # (width,)
+            self.column = column.index_copy_(0, slots, tokens)
         return events
 
     def take_logits(self, logits: torch.Tensor) -> None:

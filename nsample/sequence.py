@@ -1,6 +1,4 @@
 """One row of the decode batch: the choice (or identical greedy choices) it produces, token by token."""
-import torch
-
 from nsample.detokenizer import Detokenizer
 from nsample.outputs import StreamEvent, TokenLogprob
 from nsample.sampling_params import SamplingParams
@@ -8,10 +6,9 @@ from nsample.sampling_params import SamplingParams
 
 class Row:
     def __init__(self, indices: list[int], seeds: list[int], prompt_ids: list[int], params: SamplingParams,
-                 tokenizer, max_new: int, eos_ids: set[int], device: torch.device):
+                 tokenizer, max_new: int, eos_ids: set[int]):
         self.indices, self.seeds = indices, seeds  # several indices only for greedy rows (all identical)
         self.params = params
-        self.generator = None if params.greedy else torch.Generator(device).manual_seed(seeds[0] % 2**64)
         self.detok = Detokenizer(tokenizer.backend_tokenizer, prompt_ids, params.stop)
         self.max_new = max_new
         self.stop_ids = set() if params.ignore_eos else eos_ids

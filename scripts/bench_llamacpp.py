@@ -10,7 +10,6 @@ Usage: python scripts/bench_llamacpp.py [--mode batched|sequential] [--prompt 16
 """
 import argparse
 import ast
-import ctypes
 import importlib.util
 import json
 import time

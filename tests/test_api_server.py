@@ -82,7 +82,7 @@ def test_one_peer_gets_its_share_of_the_queue_and_the_page_still_gets_in():
     model, tokenizer = tiny_model()
     engine = Engine(model, tokenizer, EngineConfig(max_queue=4, max_queue_per_client=2, max_active=2), MODEL)
     try:
-        with live_server(create_app(engine, ServerConfig())) as url, httpx.Client(base_url=url, timeout=TIMEOUT) as http:
+        with live_server(create_app(engine)) as url, httpx.Client(base_url=url, timeout=TIMEOUT) as http:
             long = chat_body(max_tokens=1500, ignore_eos=True, stream=True)
             with http.stream("POST", CHAT, json=long) as a, http.stream("POST", CHAT, json=long) as b:
                 assert a.status_code == b.status_code == 200

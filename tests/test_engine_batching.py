@@ -4,15 +4,14 @@ import threading
 
 import httpx
 import pytest
+from api_helpers import wait_until
+from forward_recorder import forward_shapes
+from live_server import live_server
 
 from nsample import EngineConfig
 from nsample.engine import Engine
 from nsample.server import create_app
 from nsample.tiny_model import tiny_model
-
-from api_helpers import wait_until
-from forward_recorder import forward_shapes
-from live_server import live_server
 
 
 @contextlib.contextmanager
@@ -39,7 +38,8 @@ def fresh():
 
 def test_one_decode_forward_per_step_for_four_concurrent_requests(fresh):
     engine = fresh()
-    asks = [("First prompt", 3), ("A second, longer prompt than the first", 1), ("The third prompt", 2), ("Fourth one", 4)]
+    asks = [("First prompt", 3), ("A second, longer prompt than the first", 1), ("The third prompt", 2),
+            ("Fourth one", 4)]
     with forward_shapes(engine.model) as shapes:
         with held(engine):
             reqs = [engine.submit(p, n=n, seed=7, max_tokens=12, ignore_eos=True) for p, n in asks]
@@ -134,18 +134,29 @@ def test_one_client_cannot_fill_the_queue(fresh):
         r.result(timeout=120)
 
 
+def staggered_stop(engine, prompt, **kw) -> list[str]:
+    """A stop string at which this request's choices end at three different steps (the model is random)."""
+    for stop in "esaotinrlh":
+        if len({len(c.token_ids) for c in engine.generate(prompt, stop=[stop], **kw).choices}) == 3:
+            return [stop]
+    pytest.fail("no stop string staggers the choices")
+
+
 def test_fixed_width_pads_each_request_and_keeps_the_contract_in_a_mixed_batch(fresh):
     engine = fresh(decode_width=4)
+    stop = staggered_stop(engine, "Mixed width", n=3, seed=5, max_tokens=30)
     with forward_shapes(engine.model) as shapes:
         with held(engine):
-            wide = engine.submit("Mixed width", n=3, seed=5, max_tokens=30, stop=["s"])
+            wide = engine.submit("Mixed width", n=3, seed=5, max_tokens=30, stop=stop)
             other = engine.submit("Another prompt", n=2, seed=9, max_tokens=30)
         wide, other = wide.result(timeout=120), other.result(timeout=120)
     assert {s[0] for s in shapes if s[1] == 1} <= {4, 8}
-    assert shapes.count((8, 1)) >= 8  # both requests in one forward (4 + 4 rows), finished rows kept as padding
-    assert len({len(c.token_ids) for c in wide.choices}) == 3  # its rows ended at different steps
+    lengths = sorted(len(c.token_ids) for c in wide.choices)
+    assert len(set(lengths)) == 3  # its rows ended at different steps...
+    assert shapes.count((8, 1)) == lengths[-1] - 1  # ...and both requests shared every forward (4 + 4 rows) until
+    # the wide one's last row ended: its finished rows stayed in as padding
     for c in wide.choices:
-        alone = engine.generate("Mixed width", n=1, seed=5 + c.index, max_tokens=30, stop=["s"]).choices[0]
+        alone = engine.generate("Mixed width", n=1, seed=5 + c.index, max_tokens=30, stop=stop).choices[0]
         assert (alone.token_ids, alone.text, alone.finish_reason) == (c.token_ids, c.text, c.finish_reason)
 
 

@@ -3,13 +3,12 @@ import threading
 
 import pytest
 import torch
+from forward_recorder import forward_shapes
 
 from nsample import EngineConfig, InvalidRequest
 from nsample.engine import Engine
 from nsample.engine_base import wrap_seed
 from nsample.sampling_params import INT64_MAX
-
-from forward_recorder import forward_shapes
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 8])

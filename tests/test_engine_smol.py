@@ -39,7 +39,8 @@ def test_seed_contract_holds_while_other_requests_share_the_batch(smol_engine):
     alone = [smol_engine.generate(CHAT, n=1, seed=100 + i, **args).choices[0] for i in range(8)]
     others = [([{"role": "user", "content": "List three colours."}], dict(n=3, seed=5, max_tokens=40, stop=["\n"])),
               ("Once upon a time, in a land far away, there lived", dict(n=1, seed=9, max_tokens=90)),
-              ([{"role": "user", "content": "Count to a hundred."}], dict(n=2, seed=1, max_tokens=500, ignore_eos=True))]
+              ([{"role": "user", "content": "Count to a hundred."}],
+               dict(n=2, seed=1, max_tokens=500, ignore_eos=True))]
     with smol_engine.scheduler._cv:  # admitted together
         busy = [smol_engine.submit(p, **kw) for p, kw in others[:2]]
         doomed = smol_engine.submit(*others[2][:1], **others[2][1])

@@ -25,23 +25,38 @@ def test_top_k_top_p_min_p_keep_the_right_tokens():
 
 def test_sampling_matches_the_distribution_and_masked_tokens_never_win():
     probs = torch.tensor([0.5, 0.3, 0.2, 0.0])
-    logits = probs.log().expand(4, -1)
+    logits = probs.log().expand(64, -1)
     counts = torch.zeros(4)
-    gens = [torch.Generator().manual_seed(s) for s in range(4)]
-    for _ in range(5000):
-        counts += torch.bincount(sampler.sample(logits, torch.ones(4), gens), minlength=4)
+    seeds = torch.arange(64) * 1_000_003 - 2**62
+    for position in range(300):  # 19,200 draws over seeds and positions
+        tokens = sampler.sample(logits, torch.ones(64), seeds, torch.full((64,), position))
+        counts += torch.bincount(tokens, minlength=4)
     freq = counts / counts.sum()
-    assert counts[3] == 0 and torch.allclose(freq, probs, atol=0.02)
+    assert counts[3] == 0 and torch.allclose(freq, probs, atol=0.01)
 
 
-def test_a_rows_draws_depend_only_on_its_own_generator():
+def test_race_noise_is_exponential_and_independent_across_tokens_positions_and_seeds():
+    seeds, positions = torch.tensor([0, 1, -5, 2**63 - 1]), torch.tensor([0, 0, 3, 10**6])
+    e = sampler.race_noise(seeds, positions, 100_000)  # (4, V)
+    assert e.min() > 0 and abs(e.mean() - 1) < 0.01 and abs(e.var() - 1) < 0.02
+    u = torch.exp(-e)  # back to uniforms: each decile holds a tenth
+    assert ((torch.histc(u, bins=10, min=0, max=1) / u.numel() - 0.1).abs() < 0.003).all()
+    flat = e - 1
+    assert abs((flat[0] * flat[1]).mean()) < 0.02 and abs((flat[:, :-1] * flat[:, 1:]).mean()) < 0.02
+    later = sampler.race_noise(seeds, positions + 1, 100_000)
+    assert abs(((e - 1) * (later - 1)).mean()) < 0.02
+
+
+def test_a_rows_draws_depend_only_on_its_seed_and_position():
     logits = torch.randn(3, 1000, generator=torch.Generator().manual_seed(0))
-    alone = [sampler.sample(logits[1:2], torch.ones(1), [torch.Generator().manual_seed(7)]) for _ in range(1)]
-    batch = sampler.sample(logits, torch.ones(3), [torch.Generator().manual_seed(s) for s in (5, 7, 9)])
-    assert batch[1] == alone[0][0]
+    alone = sampler.sample(logits[1:2], torch.ones(1), torch.tensor([7]), torch.tensor([4]))
+    batch = sampler.sample(logits, torch.ones(3), torch.tensor([5, 7, 9]), torch.tensor([4, 4, 4]))
+    assert batch[1] == alone[0]
+    noise = sampler.race_noise(torch.tensor([5, 7, 9]), torch.tensor([4, 4, 4]), 1000)
+    assert torch.equal(noise[1], sampler.race_noise(torch.tensor([7]), torch.tensor([4]), 1000)[0])
 
 
 def test_greedy_rows_take_the_argmax():
     logits = torch.tensor([[0.1, 3.0, 0.2], [2.0, 0.0, 1.0]])
-    out = sampler.sample(logits, torch.tensor([0.0, 1.0]), [None, torch.Generator().manual_seed(0)])
+    out = sampler.sample(logits, torch.tensor([0.0, 1.0]), torch.tensor([0, 1]), torch.tensor([0, 0]))
     assert out[0] == 1

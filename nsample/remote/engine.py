@@ -8,12 +8,12 @@ from nsample.config import EngineConfig
 from nsample.engine_base import BaseEngine
 from nsample.errors import NSampleError, QueueFull
 from nsample.outputs import GenerationResult
+from nsample.prompts import is_chat
 from nsample.remote.config import RemoteConfig
 from nsample.remote.errors import UpstreamError, from_exception
 from nsample.remote.fanout import fanout
 from nsample.remote.loop import LoopThread
 from nsample.remote.native import native, supports_n
-from nsample.prompts import is_chat
 from nsample.remote.upstream import Upstream, check_prompt
 from nsample.request import Request
 from nsample.sampling_params import SamplingParams

@@ -18,7 +18,7 @@ async def generate(engine, spec: RunSpec, interval: float = STREAM_INTERVAL_S, c
     """Yield the same Run as it fills: once at submit (seeds known), then every `interval` while tokens
     arrive, then once with `run.result` set. Closing the iterator early cancels the request in the engine.
     `client` names the page session, for the engine's per-client fairness."""
-    req = engine.submit(spec.engine_prompt, client=client, **spec.sampling)  # validates now: NSampleError reaches the caller
+    req = engine.submit(spec.engine_prompt, client=client, **spec.sampling)  # validates now: errors reach the caller
     run = Run.start(spec, engine.name, req.seeds, ids_reported=getattr(engine, "tokenizer", None) is not None)
     version = [0]
 
