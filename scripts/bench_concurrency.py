@@ -1,13 +1,14 @@
 """Concurrency benchmark: many requests sharing the engine against one request with the same number of rows.
 
 Scenarios (each in a fresh process, after a warm-up, on the same model, 64 new tokens per choice, eos ignored):
-  single n=16          one request of n=16
-  8 x n=2 concurrent   8 requests of n=2 (different prompts of the same length) submitted at once
-  16 x n=1 concurrent  16 requests of n=1 submitted at once
-  ttft                 time to the first token of a 16-token request, alone and submitted while a 1024-token
+  1 x n=16             one request of n=16
+  8 x n=2              8 requests of n=2 (different prompts of the same length) submitted at once
+  16 x n=1             16 requests of n=1 submitted at once
+  1 x n=8, prompt 1024 one request with a long prompt
+  ttft                 time to the first token of a short request, alone and submitted while a 1024-token
                        prompt is being prefilled (prefill chunked, and with chunking off)
-With --baseline DIR, the same scenarios also run against another checkout of nsample (e.g. a git worktree of an
-earlier commit), side by side in the same run.
+Columns: nsample with its default weights (quantize auto), nsample with float32 weights (quantize none), and with
+--baseline DIR another checkout of nsample (e.g. a git worktree of an earlier commit, float32), side by side.
 Usage: python scripts/bench_concurrency.py [--model M] [--prompt 16] [--baseline DIR]
 """
 import argparse
@@ -20,18 +21,20 @@ import time
 
 from benchmark import prompt_of
 
-SCENARIOS = {"single": (1, 16), "8x2": (8, 2), "16x1": (16, 1)}  # name: (requests, n each)
+SCENARIOS = {"single": (1, 16, None), "8x2": (8, 2, None), "16x1": (16, 1, None), "long": (1, 8, 1024)}
+# name: (requests, n each, prompt tokens; None = --prompt)
 
 
 def measure(args) -> dict:
     import nsample
 
-    config = {"prefill_chunk": args.prefill_chunk} if args.prefill_chunk else {}  # a baseline may not know it
+    config = {"prefill_chunk": args.prefill_chunk} if args.prefill_chunk else {}  # a baseline knows neither
+    config |= {"quantize": args.quantize} if args.quantize else {}
     engine = nsample.load(args.model, device=args.device, **config)
     if args.one == "ttft":
         return ttft(engine, args)
-    requests, n = SCENARIOS[args.one]
-    prompts = [prompt_of(engine.tokenizer, args.prompt, offset=k) for k in range(requests)]
+    requests, n, length = SCENARIOS[args.one]
+    prompts = [prompt_of(engine.tokenizer, length or args.prompt, offset=k) for k in range(requests)]
     kw = dict(n=n, seed=0, max_tokens=args.new_tokens, ignore_eos=True)
     engine.generate(prompts[0], **{**kw, "max_tokens": 2})  # warm-up
     t0 = time.perf_counter()
@@ -68,10 +71,11 @@ def ttft(engine, args) -> dict:
     return {"alone": alone, "during": during, "long_prefill": long_prefill, "model": engine.name}
 
 
-def spawn(args, scenario: str, checkout: str | None, prefill_chunk: int | None = None) -> dict:
+def spawn(args, scenario: str, checkout: str | None, quantize: str | None, prefill_chunk: int | None = None) -> dict:
     cmd = [sys.executable, __file__, "--one", scenario, "--prompt", str(args.prompt), "--new-tokens",
            str(args.new_tokens), "--device", args.device] + (["--model", args.model] if args.model else [])
     cmd += ["--prefill-chunk", str(prefill_chunk)] if prefill_chunk else []
+    cmd += ["--quantize", quantize] if quantize else []
     env = dict(os.environ)
     if checkout:
         env["PYTHONPATH"] = os.path.abspath(checkout)
@@ -87,30 +91,36 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--baseline", default=None, help="another nsample checkout to measure side by side")
     ap.add_argument("--prefill-chunk", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--quantize", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(measure(args)))
         return
-    checkouts = {"nsample": None, **({"baseline": args.baseline} if args.baseline else {})}
-    print(f"prompt {args.prompt} tokens per request, {args.new_tokens} new tokens per choice, eos ignored, "
-          f"each scenario in a fresh process")
-    print(f"{'scenario':<22}" + "".join(f"{name:>22}" for name in checkouts))
+    columns = {"nsample": (None, None), "nsample fp32": (None, "none"),  # name: (checkout, quantize)
+               **({"baseline": (args.baseline, None)} if args.baseline else {})}
+    print(f"{args.new_tokens} new tokens per choice, eos ignored, each scenario in a fresh process; prompt "
+          f"{args.prompt} tokens unless said")
+    print(f"{'scenario':<22}" + "".join(f"{name:>24}" for name in columns))
     rates = {}
-    for scenario, (requests, n) in SCENARIOS.items():
+    for scenario, (requests, n, length) in SCENARIOS.items():
         cells = []
-        for name, checkout in checkouts.items():
-            r = spawn(args, scenario, checkout)
+        for name, (checkout, quantize) in columns.items():
+            r = spawn(args, scenario, checkout, quantize)
             rates[name, scenario] = r["tokens"] / r["wall"]
             cells.append(f"{r['wall']:8.2f} s {rates[name, scenario]:7.1f} t/s")
-        print(f"{f'{requests} x n={n}':<22}" + "".join(f"{c:>22}" for c in cells), flush=True)
-    for name in checkouts:
+        label = f"{requests} x n={n}" + (f", prompt {length}" if length else "")
+        print(f"{label:<22}" + "".join(f"{c:>24}" for c in cells), flush=True)
+    for name in columns:
         single = rates[name, "single"]
         print(f"{name}: 8 x n=2 aggregate = {rates[name, '8x2'] / single:.2f}x one n=16; "
               f"16 x n=1 = {rates[name, '16x1'] / single:.2f}x")
-    for name, checkout in checkouts.items():
-        chunked = spawn(args, "ttft", checkout)
-        whole = spawn(args, "ttft", checkout, prefill_chunk=10**6) if not checkout else None
+    if args.baseline:
+        ratio = rates["nsample fp32", "long"] / rates["baseline", "long"]
+        print(f"prompt 1024, n=8: nsample fp32 / baseline = {ratio:.2f}x (tokens/s)")
+    for name, (checkout, quantize) in columns.items():
+        chunked = spawn(args, "ttft", checkout, quantize)
+        whole = spawn(args, "ttft", checkout, quantize, prefill_chunk=10**6) if not checkout else None
         print(f"{name}: time to first token of a {args.prompt}-token request: alone {chunked['alone']:.3f} s; "
               f"while a 1024-token prompt prefills {chunked['during']:.3f} s"
               + (f" (prefill unchunked: {whole['during']:.3f} s)" if whole else "")

@@ -1,9 +1,16 @@
-"""nsample against Hugging Face generate(num_return_sequences=n) and n sequential generate calls.
+"""nsample against Hugging Face generate(num_return_sequences=n) and llama.cpp's own batched decoding.
 
-For each prompt length and n, the three methods run side by side in one benchmark run, each in a
-fresh process (so no method inherits another's allocator state: a prior HF run was seen to slow the
-next run by 20%), on the same model, with max_new_tokens new tokens per choice (eos ignored). It
-prints wall time, aggregate tokens/s, peak memory above the loaded model, and the ratios.
+For each prompt length and n, every method runs side by side in one benchmark run, each in a fresh process
+(so none inherits another's allocator or OpenMP state: a prior HF run was seen to slow the next by 20%, and
+llama.cpp loaded next to torch ran up to 1.6x slower), on the same model and threads, with new_tokens new
+tokens per choice (temperature 1, eos ignored):
+  fast       nsample with its default weights here (EngineConfig.quantize="auto": int8 on CPUs with native
+             int8 dot products)
+  fp32       nsample with the weights as loaded (quantize="none")
+  nrs        Hugging Face generate(num_return_sequences=n) on the float32 model
+  llama      llama.cpp's batched example on the GGUF nsample embeds (scripts/bench_llamacpp.py)
+  llama-seq  llama.cpp, the n choices one after another
+It prints wall time, aggregate tokens/s, nsample's peak memory above the loaded model, and the ratios.
 Usage: python scripts/benchmark.py [--model M] [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64]
 """
 import argparse
@@ -11,12 +18,14 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 TEXT = ("The history of the printing press begins in the fifteenth century, when movable type changed how "
         "books were made, copied and read across Europe and beyond. ")
-METHODS = ("nsample", "nrs", "seq")
+METHODS = ("fast", "fp32", "nrs", "llama", "llama-seq")
+LLAMA = Path(__file__).with_name("bench_llamacpp.py")
 
 
 def prompt_of(tokenizer, length: int, offset: int = 0) -> list[int]:
@@ -38,22 +47,22 @@ def _reset_peak_rss() -> None:
 
 
 def measure(args) -> dict:
-    """One method at one (prompt, n), in this process: warm up, then time it; peak memory above the loaded model."""
+    """One torch method at one (prompt, n), in this process: warm up, then time it; peak memory above the model."""
     import nsample
 
-    engine = nsample.load(args.model, device=args.device)
+    method, P, n = args.one
+    engine = nsample.load(args.model, device=args.device, dtype=args.dtype,
+                          quantize="auto" if method == "fast" else "none")
     model, tok, dev = engine.model, engine.tokenizer, engine.device
-    ids, n, T = prompt_of(tok, args.one[1]), args.one[2], args.new_tokens
+    ids, T = prompt_of(tok, P), args.new_tokens
     hf = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tok.eos_token_id)
 
     def run(tokens: int):
-        if args.one[0] == "nsample":
+        if method != "nrs":
             return engine.generate(ids, n=n, seed=0, max_tokens=tokens, ignore_eos=True)
-        x = torch.tensor([ids], device=dev)
         with torch.inference_mode():
-            for _ in range(n if args.one[0] == "seq" else 1):
-                model.generate(x, num_return_sequences=1 if args.one[0] == "seq" else n,
-                               max_new_tokens=tokens, min_new_tokens=tokens, **hf)
+            model.generate(torch.tensor([ids], device=dev), num_return_sequences=n, max_new_tokens=tokens,
+                           min_new_tokens=tokens, **hf)
 
     run(2)  # warm-up
     if dev.type == "cuda":
@@ -68,17 +77,20 @@ def measure(args) -> dict:
     if dev.type == "cuda":
         torch.cuda.synchronize()
     wall = time.perf_counter() - t0
-    if dev.type == "cuda":
-        peak = (torch.cuda.max_memory_allocated() - base) / 2**20
-    else:
-        peak = _status_mib("VmHWM") - base
+    peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if dev.type == "cuda" else _status_mib("VmHWM") - base
     engine.close()
-    return {"wall": wall, "peak_mib": peak, "device": str(dev), "dtype": str(model.dtype), "model": engine.name}
+    return {"wall": wall, "peak_mib": peak, "device": str(dev), "dtype": str(model.dtype), "model": engine.name,
+            "quantize": engine.quantize}
 
 
 def spawn(args, method: str, P: int, n: int) -> dict:
-    cmd = [sys.executable, __file__, "--one", method, str(P), str(n), "--new-tokens", str(args.new_tokens),
-           "--device", args.device] + (["--model", args.model] if args.model else [])
+    if method.startswith("llama"):
+        mode = "sequential" if method == "llama-seq" else "batched"
+        cmd = [sys.executable, str(LLAMA), "--mode", mode, "--prompt", str(P), "--n", str(n), "--new-tokens",
+               str(args.new_tokens), "--threads", str(torch.get_num_threads())]
+    else:
+        cmd = [sys.executable, __file__, "--one", method, str(P), str(n), "--new-tokens", str(args.new_tokens),
+               "--device", args.device, "--dtype", args.dtype] + (["--model", args.model] if args.model else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -87,40 +99,38 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="default: the embedded SmolLM2-135M-Instruct")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto")
     ap.add_argument("--prompts", type=int, nargs="+", default=[16, 512, 1024])
     ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 8, 16])
     ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--skip-sequential-above", type=int, default=64, help="skip n sequential calls for larger n")
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--one", nargs=3, metavar=("METHOD", "PROMPT", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         args.one = [args.one[0], int(args.one[1]), int(args.one[2])]
         print(json.dumps(measure(args)))
         return
-
-    T = args.new_tokens
-    header = (f"{'prompt':>6} {'n':>3} | {'nsample s':>9} {'tok/s':>7} {'MiB':>6} | {'nrs s':>7} {'tok/s':>7} "
-              f"{'MiB':>6} | {'seq s':>7} {'tok/s':>7} | {'vs nrs':>6} {'vs seq':>6}")
-    rates, first = {}, True
+    llama = args.model is None and "llama" in args.methods  # llama.cpp runs the embedded GGUF only
+    methods = [m for m in args.methods if llama or not m.startswith("llama")]
+    T, first = args.new_tokens, True
+    header = f"{'prompt':>6} {'n':>3} | " + " | ".join(f"{m + ' s':>11} {'tok/s':>6}" for m in methods) + \
+             f" | {'MiB':>5} | fast/llama fast/nrs fp32/llama"
     for P in args.prompts:
         for n in args.n:
-            r = {m: spawn(args, m, P, n) for m in METHODS if m != "seq" or n <= args.skip_sequential_above}
+            r = {m: spawn(args, m, P, n) for m in methods}
             if first:
-                print(f"model {r['nsample']['model']} on {r['nsample']['device']} ({r['nsample']['dtype']}), torch "
-                      f"{torch.__version__}, {torch.get_num_threads()} threads, {T} new tokens per choice, eos "
-                      f"ignored, each measurement in a fresh process\n{header}\n{'-' * len(header)}")
+                info = r.get("fast") or r.get("fp32")
+                print(f"model {info['model']} on {info['device']} ({info['dtype']}; fast = quantize "
+                      f"{r['fast']['quantize'] if 'fast' in r else '-'}), torch {torch.__version__}, "
+                      f"{torch.get_num_threads()} threads, {T} new tokens per choice, temperature 1, eos ignored, "
+                      f"each measurement in a fresh process\n{header}\n{'-' * len(header)}")
                 first = False
             toks = n * T
-            ns, nrs = r["nsample"], r["nrs"]
-            seq = r.get("seq", {"wall": float("nan")})
-            rates[P, n] = toks / ns["wall"]
-            print(f"{P:>6} {n:>3} | {ns['wall']:9.2f} {toks / ns['wall']:7.1f} {ns['peak_mib']:6.0f} | "
-                  f"{nrs['wall']:7.2f} {toks / nrs['wall']:7.1f} {nrs['peak_mib']:6.0f} | {seq['wall']:7.2f} "
-                  f"{toks / seq['wall']:7.1f} | {nrs['wall'] / ns['wall']:5.2f}x {seq['wall'] / ns['wall']:5.2f}x",
-                  flush=True)
-    for P in args.prompts:
-        if (P, 1) in rates and (P, 8) in rates:
-            print(f"prompt {P}: nsample n=8 aggregate tokens/s = {rates[P, 8] / rates[P, 1]:.2f}x its n=1")
+            ratio = lambda a, b: f"{r[b]['wall'] / r[a]['wall']:5.2f}x" if a in r and b in r else "    -"  # noqa: E731
+            mib = r.get("fast", r.get("fp32", {})).get("peak_mib", float("nan"))
+            print(f"{P:>6} {n:>3} | " + " | ".join(f"{r[m]['wall']:11.2f} {toks / r[m]['wall']:6.1f}" for m in methods)
+                  + f" | {mib:5.0f} | {ratio('fast', 'llama'):>10} {ratio('fast', 'nrs'):>8} "
+                  f"{ratio('fp32', 'llama'):>10}", flush=True)
 
 
 if __name__ == "__main__":
