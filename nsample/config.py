@@ -16,7 +16,7 @@ class EngineConfig:
     max_n: int = option(128, "the largest n one request may ask for")
     max_queue: int = option(64, "requests waiting or running at once before new ones are refused (429)")
     max_queue_per_client: int = option(32, "of those, at most this many from one client (API peer or page session)")
-    max_active: int = option(8, "requests decoded together, one batched forward per step")
+    max_active: int = option(32, "requests decoded together, one batched forward per step")
     kv_budget_gb: float | None = option(None, "KV-cache memory shared by all running requests; None: from free "
                                               "memory")
     prefill_chunk: int = option(256, "prompt tokens prefilled per engine step, so a long prompt never stalls "

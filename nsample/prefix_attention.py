@@ -33,28 +33,29 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
     if nsample_batch is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                                       **kwargs)
-    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    outs = []
-    for seg in nsample_batch:  # the segments tile the batch
+    query = query * (scaling if scaling is not None else query.shape[-1] ** -0.5)  # (B, H, 1, D), scaled once
+    out = torch.empty_like(query)  # (B, H, 1, D); the segments tile the batch
+    for seg in nsample_batch:
         rows = slice(seg.start, seg.stop)
         k, v = seg.kv.append(module.layer_idx, key[rows], value[rows])  # (R, Hkv, t, D), this step's included
-        outs.append(attend(query[rows], *seg.kv.prefix[module.layer_idx], k, v, scale))
-    return (torch.cat(outs) if len(outs) > 1 else outs[0]).transpose(1, 2), None  # (B, 1, H, D)
+        attend(query[rows], *seg.kv.prefix[module.layer_idx], k, v, out=out[rows])
+    return out.transpose(1, 2), None  # (B, 1, H, D)
 
 
-def attend(query, k_p, v_p, k, v, scale: float) -> torch.Tensor:
-    """One request's rows: queries (R, H, 1, D) over its prompt (1, Hkv, P, D) and their own tokens (R, Hkv, L, D)."""
+def attend(query, k_p, v_p, k, v, out):
+    """One request's rows: scaled queries (R, H, 1, D) over its prompt (1, Hkv, P, D) and their own tokens
+    (R, Hkv, L, D), written to out (R, H, 1, D)."""
     R, H, _, D = query.shape
     Hkv, P = k_p.shape[1], k_p.shape[2]
     g = H // Hkv
-    q = query.reshape(R, Hkv, g, D) * scale  # (R, Hkv, g, D)
-    q_heads = q.transpose(0, 1).reshape(1, Hkv, R * g, D)  # all rows' queries, per KV head
-    s_prefix = (q_heads @ k_p.transpose(-1, -2)).reshape(Hkv, R, g, P).transpose(0, 1)  # (R, Hkv, g, P)
+    q = query.view(R, Hkv, g, D)
+    q_heads = q.transpose(0, 1).reshape(1, Hkv, R * g, D)  # all rows' queries, per KV head (a view when R=1)
+    s_prefix = (q_heads @ k_p.transpose(-1, -2)).view(Hkv, R, g, P).transpose(0, 1)  # (R, Hkv, g, P)
     s_suffix = q @ k.transpose(-1, -2)  # (R, Hkv, g, L): each row's own tokens
     w = torch.cat([s_prefix, s_suffix], -1).float().softmax(-1).to(q.dtype)  # (R, Hkv, g, P + L)
     w_heads = w[..., :P].transpose(0, 1).reshape(1, Hkv, R * g, P)
-    out = (w_heads @ v_p).reshape(Hkv, R, g, D).transpose(0, 1) + w[..., P:] @ v  # (R, Hkv, g, D)
-    return out.reshape(R, H, 1, D)
+    prefix = (w_heads @ v_p).view(Hkv, R, g, D).transpose(0, 1)  # (R, Hkv, g, D)
+    torch.add(prefix, w[..., P:] @ v, out=out.view(R, Hkv, g, D))
 
 
 def enable(model) -> bool:
