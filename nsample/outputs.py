@@ -19,6 +19,7 @@ class Choice:
     finish_reason: str | None = None  # "stop" | "length" | None while running
     logprobs: list[TokenLogprob] | None = None
     stop_reason: str | int | None = None  # the stop string or token id that ended the choice
+    completion_tokens: int = 0  # len(token_ids); relayed from a remote engine: its logprobs or text chunks counted
 
     @property
     def mean_logprob(self) -> float | None:
@@ -79,7 +80,7 @@ class GenerationResult:
         """One row per choice: index, seed, text, tokens, finish reason, mean logprob."""
         import pandas as pd
 
-        rows = [{"index": c.index, "seed": c.seed, "text": c.text, "completion_tokens": len(c.token_ids),
+        rows = [{"index": c.index, "seed": c.seed, "text": c.text, "completion_tokens": c.completion_tokens,
                  "finish_reason": c.finish_reason, "mean_logprob": c.mean_logprob} for c in self.choices]
         return pd.DataFrame(rows, columns=["index", "seed", "text", "completion_tokens", "finish_reason",
                                            "mean_logprob"])

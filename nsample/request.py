@@ -39,6 +39,7 @@ class Request:
             c = self.choices[ev.index]
             c.text += ev.text
             c.token_ids += ev.token_ids
+            c.completion_tokens += len(ev.token_ids) or (len(ev.logprobs) if ev.logprobs else int(bool(ev.text)))
             if ev.logprobs:
                 c.logprobs += ev.logprobs
             if ev.finish_reason:
@@ -47,7 +48,9 @@ class Request:
 
     def finish(self, error: BaseException | None = None) -> None:
         self.error = error
-        counted = sum(len(c.token_ids) for c in self.choices)
+        if self.usage is not None and len(self.choices) == 1:  # an upstream's own count beats counted chunks
+            self.choices[0].completion_tokens = self.usage.completion_tokens
+        counted = sum(c.completion_tokens for c in self.choices)
         self.timings.completion_tokens = self.usage.completion_tokens if self.usage is not None else counted
         self.done.set()
         self._put(error if error is not None else _END)

@@ -205,3 +205,14 @@ def test_api_client_disconnect_closes_upstream_streams(front, clean, tiny_engine
     assert clean.open == 3 and tiny_engine.load_info["active"] == 3
     stream.close()
     assert wait_until(lambda: clean.open == 0 and idle(tiny_engine) and idle(fanout_engine), timeout=10)
+
+
+def test_relayed_choices_count_their_tokens(native_engine, fanout_engine, clean, tiny_engine):
+    """Relayed choices carry no token ids: their counts come from the logprobs, else the text chunks, not 0."""
+    local = tiny_engine.generate(HELLO, n=4, seed=11, max_tokens=8)
+    for engine in (native_engine, fanout_engine):
+        exact = engine.generate(HELLO, n=4, seed=11, max_tokens=8, logprobs=True)
+        assert all(not c.token_ids for c in exact.choices)
+        assert exact.to_dataframe()["completion_tokens"].tolist() == [len(c.token_ids) for c in local.choices]
+        counted = engine.generate(HELLO, n=4, seed=11, max_tokens=8).to_dataframe()["completion_tokens"]
+        assert all(0 < k <= len(c.token_ids) for k, c in zip(counted, local.choices))
