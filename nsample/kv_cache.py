@@ -23,16 +23,14 @@ class SharedKV:
         self.values: list[torch.Tensor] = []
         self.length = 0  # generated tokens stored per row, including the one being decoded
 
-    def prefill(self, ids: torch.Tensor) -> torch.Tensor:
-        """Run the next chunk of the prompt (1, C); return its last position's logits (1, V)."""
-        logits = self.model(input_ids=ids, cache=self.prefill_cache, logits_to_keep=1).logits[:, -1]
-        if self.prefill_cache.get_seq_length() == self.prompt_len:
-            self.prefix = [(layer.keys, layer.values) for layer in self.prefill_cache.layers]
-            self.prefill_cache = None
-        return logits
+    def extend(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store a prompt chunk's keys and values (1, Hkv, C, D); return the prompt's so far (1, Hkv, P0 + C, D)."""
+        return self.prefill_cache.update(key, value, layer)
 
     def fork(self, rows: int) -> None:
-        """Room for `rows` rows on top of the prompt."""
+        """The prompt is prefilled: keep its KV once, and make room for `rows` rows on top of it."""
+        self.prefix = [(layer.keys, layer.values) for layer in self.prefill_cache.layers]  # (1, Hkv, P, D) each
+        self.prefill_cache = None
         _, heads, _, dim = self.prefix[0][0].shape
         size = (rows, heads, min(self.max_new, FIRST_CHUNK), dim)
         like = self.prefix[0][0]
@@ -57,10 +55,10 @@ class SharedKV:
 
     def append(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store this step's key and value (W, Hkv, 1, D); return the rows' generated keys and values so far."""
-        t = self.length
-        self.keys[layer][:, :, t - 1:t] = key
-        self.values[layer][:, :, t - 1:t] = value
-        return self.keys[layer][:, :, :t], self.values[layer][:, :, :t]  # (W, Hkv, t, D)
+        t, keys, values = self.length, self.keys[layer], self.values[layer]
+        keys.narrow(2, t - 1, 1).copy_(key)
+        values.narrow(2, t - 1, 1).copy_(value)
+        return keys.narrow(2, 0, t), values.narrow(2, 0, t)  # (W, Hkv, t, D)
 
 
 class ForkedKV:

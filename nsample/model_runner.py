@@ -2,7 +2,8 @@
 
 One step: (1) cancelled requests leave; (2) up to `prefill_chunk` prompt tokens are prefilled, the request
 with the least prompt left first (a short prompt arriving during a long prefill gets its first token at the
-next step), so a long prompt never stalls the running streams for more than a chunk; (3) every request
+next step), so a long prompt never stalls the running streams for more than a chunk; the chunks of several
+requests run packed into one forward; (3) every request
 with logits samples a token column and publishes it; (4) one decode forward runs the live rows of all
 shared-prefix requests together (forked-cache requests, for architectures without the shared layout,
 each run a forward of their own).
@@ -14,7 +15,7 @@ import torch
 
 from nsample.config import EngineConfig
 from nsample.outputs import StreamEvent
-from nsample.prefix_attention import Segment
+from nsample.prefix_attention import Chunk, Segment
 from nsample.request import Request
 from nsample.request_state import RequestState
 
@@ -50,11 +51,16 @@ class ModelRunner:
         for st in list(self.states.values()):  # 1) cancelled requests leave the batch
             if st.req.cancelled:
                 st.cancel()
-        budget = self.config.prefill_chunk  # 2) prefill a chunk's worth of prompt tokens, shortest rest first
+        chunks, budget = [], self.config.prefill_chunk  # 2) prefill prompt chunks, shortest rest first
         for st in sorted((s for s in self.states.values() if s.rows and s.logits is None), key=_prompt_left):
             if budget <= 0:
                 break
-            budget -= self._guard(updates, [st], lambda: st.prefill(budget)) or 0
+            chunks.append((st, st.next_chunk(budget)))
+            budget -= len(chunks[-1][1])
+        if self.shared and chunks:  # packed into one forward
+            self._guard(updates, [st for st, _ in chunks], lambda: self._prefill(chunks))
+        for st, chunk in chunks if not self.shared else []:  # forked caches: a forward per request
+            self._guard(updates, [st], lambda: st.prefill(len(chunk)))
         t0 = time.perf_counter()
         decoding = [s for s in self.states.values() if s.rows and s.logits is not None]
         for st in decoding:  # 3) sample a token column for every request with logits
@@ -71,6 +77,22 @@ class ModelRunner:
             updates[st.req].done = True
             del self.states[st.req]
         return [u for u in updates.values() if u.events or u.done]
+
+    def _prefill(self, chunks: list[tuple[RequestState, list[int]]]) -> None:
+        """Forward the prompt chunks of several requests packed into one sequence (1, T); each chunk attends to
+        its own request's prompt only."""
+        t0, packed, ids, positions = time.perf_counter(), [], [], []
+        for st, chunk in chunks:
+            packed.append(Chunk(len(ids), len(ids) + len(chunk), st.kv))
+            ids += chunk
+            positions += range(st.prefilled, st.prefilled + len(chunk))
+        device = self.model.device
+        last = torch.tensor([c.stop - 1 for c in packed], device=device)  # (k,) each chunk's last position
+        logits = self.model(input_ids=torch.tensor([ids], device=device), position_ids=torch.tensor([positions],
+                            device=device), use_cache=False, logits_to_keep=last, nsample_prefill=packed).logits[0]
+        spent = time.perf_counter() - t0
+        for (st, chunk), row in zip(chunks, logits):  # row: (V,)
+            st.take_prefill(len(chunk), row[None], spent)
 
     def _decode(self, batch: list[RequestState]) -> None:
         """Forward one token per cache row of every request in `batch`, as one batch (B, 1)."""

@@ -5,8 +5,10 @@ reads n·(P+t) entries; here it reads P + n·t, and the prompt part becomes one 
 head for all of a request's queries (the idea of Hydragen / FlashInfer cascade attention). The decode
 batch holds the rows of several requests, one contiguous segment each; the function loops over the
 segments: one GEMM per request and KV head against that request's prompt, then each row's own tokens.
-It is registered in transformers' AttentionInterface and only acts when the decode step passes
-`nsample_batch`; every other call (prefills, or anyone else using the model) is plain SDPA with SDPA's masks.
+Prefills are packed the same way: the next prompt chunks of several requests run as one sequence, the
+projections over all of it, the attention per chunk against its own request's prompt (`nsample_prefill`).
+It is registered in transformers' AttentionInterface and only acts when the runner passes `nsample_batch` or
+`nsample_prefill`; every other call (anyone else using the model) is plain SDPA with SDPA's masks.
 """
 from dataclasses import dataclass
 
@@ -28,18 +30,43 @@ class Segment:
     kv: SharedKV  # the request's prompt KV and row buffers
 
 
+@dataclass
+class Chunk:
+    start: int  # a chunk of the request's prompt in the packed prefill sequence: [start, stop)
+    stop: int
+    kv: SharedKV  # the request's prompt KV so far
+
+
 def shared_prefix_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-                            nsample_batch=None, **kwargs):
+                            nsample_batch=None, nsample_prefill=None, **kwargs):
+    if nsample_prefill is not None:
+        return packed_prefill_attention(module, query, key, value, scaling, nsample_prefill)
     if nsample_batch is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                                       **kwargs)
     query = query * (scaling if scaling is not None else query.shape[-1] ** -0.5)  # (B, H, 1, D), scaled once
     out = torch.empty_like(query)  # (B, H, 1, D); the segments tile the batch
-    for seg in nsample_batch:
-        rows = slice(seg.start, seg.stop)
-        k, v = seg.kv.append(module.layer_idx, key[rows], value[rows])  # (R, Hkv, t, D), this step's included
-        attend(query[rows], *seg.kv.prefix[module.layer_idx], k, v, out=out[rows])
+    sizes = [seg.stop - seg.start for seg in nsample_batch]
+    run = attend_cpu if query.device.type == "cpu" else attend
+    for seg, q, k, v, o in zip(nsample_batch, query.split(sizes), key.split(sizes), value.split(sizes),
+                               out.split(sizes)):
+        k, v = seg.kv.append(module.layer_idx, k, v)  # (R, Hkv, t, D), this step's included
+        run(q, *seg.kv.prefix[module.layer_idx], k, v, out=o)
     return out.transpose(1, 2), None  # (B, 1, H, D)
+
+
+def packed_prefill_attention(module, query, key, value, scaling, chunks: list[Chunk]):
+    """Prompt chunks of several requests packed into one sequence (1, H, T, D): each chunk attends causally to
+    its own request's prompt only, with the same attention call as when it is prefilled alone."""
+    out = torch.empty_like(query)  # (1, H, T, D)
+    for c in chunks:
+        span = slice(c.start, c.stop)
+        k, v = c.kv.extend(module.layer_idx, key[:, :, span], value[:, :, span])  # (1, Hkv, P0 + C, D)
+        C, P = c.stop - c.start, k.shape[2]
+        mask = None if C == P else torch.ones(C, P, dtype=torch.bool, device=query.device).tril(P - C)
+        out[:, :, span] = torch.nn.functional.scaled_dot_product_attention(
+            query[:, :, span], k, v, attn_mask=mask, is_causal=mask is None, scale=scaling, enable_gqa=True)
+    return out.transpose(1, 2), None  # (1, T, H, D)
 
 
 def attend(query, k_p, v_p, k, v, out):
@@ -56,6 +83,24 @@ def attend(query, k_p, v_p, k, v, out):
     w_heads = w[..., :P].transpose(0, 1).reshape(1, Hkv, R * g, P)
     prefix = (w_heads @ v_p).view(Hkv, R, g, D).transpose(0, 1)  # (R, Hkv, g, D)
     torch.add(prefix, w[..., P:] @ v, out=out.view(R, Hkv, g, D))
+
+
+def attend_cpu(query, k_p, v_p, k, v, out):
+    """attend() in fewer kernels, for the CPU: the prompt part and the own-token part are one flash-attention
+    call each, merged by their log-sum-exps (as in Hydragen)."""
+    R, H, _, D = query.shape
+    Hkv = k_p.shape[1]
+    g = H // Hkv
+    q = query.view(R, Hkv, g, D)
+    q_heads = q.transpose(0, 1).reshape(1, Hkv, R * g, D)  # all rows' queries, per KV head
+    prefix, lse_prefix = FLASH_CPU(q_heads, k_p, v_p, scale=1.0)[:2]  # (1, Hkv, R·g, D), (1, Hkv, R·g)
+    own, lse_own = FLASH_CPU(q, k, v, scale=1.0)[:2]  # (R, Hkv, g, D), (R, Hkv, g)
+    w = torch.stack([lse_prefix.view(Hkv, R, g).transpose(0, 1), lse_own]).softmax(0).to(q.dtype)  # (2, R, Hkv, g)
+    mixed = prefix.view(Hkv, R, g, D).transpose(0, 1) * w[0, ..., None]
+    torch.addcmul(mixed, own, w[1, ..., None], out=out.view(R, Hkv, g, D))
+
+
+FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # returns (out, logsumexp)
 
 
 def enable(model) -> bool:

@@ -1,6 +1,6 @@
 """What the runner keeps for one running request: its rows, their KV cache, their next-token logits.
 
-A request is prefilled once at batch 1 (in chunks), then forked into one row per distinct choice (greedy:
+A request's prompt is prefilled once (in chunks), then forked into one row per distinct choice (greedy:
 one row serves all n). Each step it samples a token column from its logits, hands each row its token,
 drops finished rows, and offers the column of its live rows to the next decode forward.
 """
@@ -43,17 +43,24 @@ class RequestState:
         """Tokens each live row has generated (all live rows of a request advance together)."""
         return len(self.rows[0].token_ids)
 
+    def next_chunk(self, budget: int) -> list[int]:
+        """The next at most `budget` prompt tokens to prefill."""
+        return self.req.prompt_ids[self.prefilled:self.prefilled + budget]
+
     def prefill(self, budget: int) -> int:
-        """Prefill up to `budget` more prompt tokens; fork into the rows when the prompt is done. Returns tokens run."""
-        t0 = time.perf_counter()
-        ids = self.req.prompt_ids[self.prefilled:self.prefilled + budget]
-        logits = self.kv.prefill(torch.tensor([ids], device=self.device)).float()  # (1, V)
-        self.prefilled += len(ids)
+        """Forked caches: prefill up to `budget` more prompt tokens in a forward of its own. Returns tokens run."""
+        t0, ids = time.perf_counter(), self.next_chunk(budget)
+        logits = self.kv.prefill(torch.tensor([ids], device=self.device))  # (1, V)
+        self.take_prefill(len(ids), logits, time.perf_counter() - t0)
+        return len(ids)
+
+    def take_prefill(self, tokens: int, logits: torch.Tensor, seconds: float) -> None:
+        """`tokens` more prompt tokens were prefilled, with the last one's logits (1, V); fork once all are."""
+        self.prefilled += tokens
         if self.prefilled == len(self.req.prompt_ids):
             self.kv.fork(self.width)
-            self.logits = logits.expand(len(self.rows), -1)
-        self.req.timings.prefill_s += time.perf_counter() - t0
-        return len(ids)
+            self.logits = logits.float().expand(len(self.rows), -1)
+        self.req.timings.prefill_s += seconds
 
     def sample(self, token_text) -> list[StreamEvent]:
         """Sample one token per live row, hand it over, drop finished rows; set the next column."""

@@ -12,3 +12,16 @@ def forward_shapes(model):
         yield shapes
     finally:
         handle.remove()
+
+
+@contextlib.contextmanager
+def prefill_packs(model):
+    """For every packed prefill forward inside the block, the lengths of the prompt chunks it ran, in order."""
+    packs = []
+    handle = model.model.register_forward_hook(lambda m, args, kwargs, out: packs.append(
+        [c.stop - c.start for c in kwargs["nsample_prefill"]]) if "nsample_prefill" in kwargs else None,
+        with_kwargs=True)
+    try:
+        yield packs
+    finally:
+        handle.remove()

@@ -5,7 +5,7 @@ import threading
 import httpx
 import pytest
 from api_helpers import wait_until
-from forward_recorder import forward_shapes
+from forward_recorder import forward_shapes, prefill_packs
 from live_server import live_server
 
 from nsample import EngineConfig
@@ -40,13 +40,14 @@ def test_one_decode_forward_per_step_for_four_concurrent_requests(fresh):
     engine = fresh()
     asks = [("First prompt", 3), ("A second, longer prompt than the first", 1), ("The third prompt", 2),
             ("Fourth one", 4)]
-    with forward_shapes(engine.model) as shapes:
+    with forward_shapes(engine.model) as shapes, prefill_packs(engine.model) as packs:
         with held(engine):
             reqs = [engine.submit(p, n=n, seed=7, max_tokens=12, ignore_eos=True) for p, n in asks]
         results = [r.result(timeout=120) for r in reqs]
-    prefills = [s for s in shapes if s[0] == 1 and s[1] > 1]
+    lengths = sorted(len(r.prompt_token_ids) for r in results)
+    assert [s for s in shapes if s[1] > 1] == [(1, sum(lengths))]  # the four prompts prefilled in one forward
+    assert packs == [lengths]  # ... packed, shortest first
     decodes = [s for s in shapes if s[1] == 1]
-    assert sorted(prefills) == sorted((1, len(r.prompt_token_ids)) for r in results)
     assert decodes == [(10, 1)] * 11  # 12 tokens each: 11 forwards of all 3+1+2+4 rows, not 4 x 11 forwards
     for (prompt, n), r in zip(asks, results):
         alone = engine.generate(prompt, n=n, seed=7, max_tokens=12, ignore_eos=True)
@@ -181,12 +182,14 @@ def test_a_long_prompt_is_prefilled_in_chunks_between_decode_steps(fresh):
 def test_a_short_prompt_is_prefilled_ahead_of_a_long_one(fresh):
     engine = fresh(prefill_chunk=64)
     long_prompt = [100 + i % 50 for i in range(1000)]
-    with forward_shapes(engine.model) as shapes:
+    with prefill_packs(engine.model) as packs:
         late = engine.submit(long_prompt, n=1, seed=2, max_tokens=2)
-        assert wait_until(lambda: (1, 64) in shapes)
+        assert wait_until(lambda: [64] in packs)
         short = engine.submit("A short question", n=1, seed=3, max_tokens=2)
         short_len = len(short.prompt_ids)
         short.result(timeout=120), late.result(timeout=120)
-    long_chunks = [i for i, s in enumerate(shapes) if s[1] > 1 and s != (1, short_len)]
-    assert sum(shapes[i][1] for i in long_chunks) == 1000
-    assert shapes.index((1, short_len)) < long_chunks[-3]  # well before the long prompt's last chunk
+    assert all(sum(pack) == 64 for pack in packs[:-1]) and sum(map(sum, packs)) == 1000 + short_len
+    joined = packs.index([short_len, 64 - short_len])  # the short prompt whole, first, then a long chunk's rest
+    assert joined < len(packs) - 3  # well before the long prompt's last chunk
+    assert [c.token_ids for c in short.result().choices] == \
+           [c.token_ids for c in engine.generate("A short question", n=1, seed=3, max_tokens=2).choices]
