@@ -34,6 +34,7 @@ test: $(TEST_STAMP)
 
 bench: $(APP_STAMP)
 	$(BIN)/python scripts/benchmark.py
+	$(BIN)/python scripts/bench_concurrency.py
 
 notebooks: $(TEST_STAMP)
 	$(BIN)/python scripts/run_notebooks.py

@@ -14,6 +14,7 @@ It prints wall time, aggregate tokens/s, nsample's peak memory above the loaded 
 Usage: python scripts/benchmark.py [--model M] [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64]
 """
 import argparse
+import importlib.util
 import json
 import subprocess
 import sys
@@ -110,7 +111,9 @@ def main():
         args.one = [args.one[0], int(args.one[1]), int(args.one[2])]
         print(json.dumps(measure(args)))
         return
-    llama = args.model is None and "llama" in args.methods  # llama.cpp runs the embedded GGUF only
+    llama = args.model is None and importlib.util.find_spec("llama_cpp") is not None  # the embedded GGUF only
+    if not llama and any(m.startswith("llama") for m in args.methods):
+        print("llama.cpp columns skipped: they need the embedded model and llama-cpp-python (make test installs it)")
     methods = [m for m in args.methods if llama or not m.startswith("llama")]
     T, first = args.new_tokens, True
     header = f"{'prompt':>6} {'n':>3} | " + " | ".join(f"{m + ' s':>11} {'tok/s':>6}" for m in methods) + \

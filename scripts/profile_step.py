@@ -1,0 +1,87 @@
+"""Where one decode step goes: milliseconds per step by part, for one request of n choices (or several requests).
+
+The runner is stepped on this thread (no engine worker), with wall-clock hooks around the model's parts: the
+projections (q/k/v, o, gate/up, down), the LM head, the attention core (rotary embedding excluded), the norms,
+sampling, and the rest (prefill, per-row bookkeeping, Python). The hooks cost a little themselves.
+Usage: python scripts/profile_step.py [--quantize auto|none] [--requests 1] [--n 8] [--prompt 16] [--new-tokens 64]
+"""
+import argparse
+import collections
+import time
+
+import torch
+
+import nsample
+from nsample import model_runner, prefix_attention, request_state
+from nsample.request import Request
+from nsample.sampling_params import SamplingParams
+from benchmark import prompt_of
+
+PARTS = {"q_proj": "q/k/v", "k_proj": "q/k/v", "v_proj": "q/k/v", "o_proj": "o", "gate_proj": "gate/up",
+         "up_proj": "gate/up", "down_proj": "down", "lm_head": "LM head", "input_layernorm": "norms",
+         "post_attention_layernorm": "norms", "norm": "norms", "act_fn": "silu"}
+
+
+def timed(spent: dict, part: str, fn):
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[part] += time.perf_counter() - t0
+    return wrapper
+
+
+def hook(model, spent: dict) -> None:
+    """Time each named part: forward pre/post hooks on its modules."""
+    starts = {}
+    for name, module in model.named_modules():
+        part = PARTS.get(name.rsplit(".", 1)[-1])
+        if part is None:
+            continue
+        module.register_forward_pre_hook(lambda m, a: starts.__setitem__(m, time.perf_counter()))
+        module.register_forward_hook(lambda m, a, o, p=part: spent.__setitem__(p, spent[p] + time.perf_counter()
+                                                                                - starts.pop(m)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quantize", default="auto")
+    ap.add_argument("--requests", type=int, default=1)
+    ap.add_argument("--n", type=int, default=8)
+    ap.add_argument("--prompt", type=int, default=16)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    args = ap.parse_args()
+    engine = nsample.load(quantize=args.quantize)
+    engine.close()  # the runner is stepped here instead
+    runner = model_runner.ModelRunner(engine.model, engine.tokenizer, engine.config, engine.eos_ids,
+                                      engine.vocab_size, engine.shared_prefix, engine.token_text)
+    spent = collections.defaultdict(float)
+    hook(engine.model, spent)
+    prefix_attention.attend = timed(spent, "attention core", prefix_attention.attend)
+    request_state.sampler.sample_rows = timed(spent, "sampling", request_state.sampler.sample_rows)
+
+    def run() -> tuple[int, float]:
+        for k in range(args.requests):
+            p = SamplingParams(n=args.n, seed=k, max_tokens=args.new_tokens, ignore_eos=True)
+            runner.add(Request(prompt_of(engine.tokenizer, args.prompt, offset=k), p,
+                               [k * 1000 + i for i in range(args.n)], args.new_tokens, engine.name))
+        steps, t0 = 0, time.perf_counter()
+        while runner.busy:
+            runner.step()
+            steps += 1
+        return steps, time.perf_counter() - t0
+
+    run()  # warm-up
+    spent.clear()
+    steps, wall = run()
+    print(f"{engine.name}, quantize {engine.quantize}, torch {torch.__version__}, {torch.get_num_threads()} threads; "
+          f"{args.requests} request(s) of n={args.n}, prompt {args.prompt}, {args.new_tokens} tokens: "
+          f"{wall / steps * 1e3:.1f} ms per step, {args.requests * args.n * args.new_tokens / wall:.0f} tokens/s")
+    rest = wall - sum(spent.values())
+    for part, seconds in sorted({**spent, "rest (prefill, rows, Python)": rest}.items(), key=lambda x: -x[1]):
+        print(f"| {part:<28} | {seconds / steps * 1e3:6.1f} ms | {seconds / wall:4.0%} |")
+
+
+if __name__ == "__main__":
+    main()
