@@ -19,7 +19,11 @@ class Choice:
     finish_reason: str | None = None  # "stop" | "length" | None while running
     logprobs: list[TokenLogprob] | None = None
     stop_reason: str | int | None = None  # the stop string or token id that ended the choice
-    completion_tokens: int = 0  # len(token_ids); relayed from a remote engine: its logprobs or text chunks counted
+    counted_tokens: int | None = None  # relayed without token ids (a remote engine): logprobs or text chunks counted
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.token_ids) if self.counted_tokens is None else self.counted_tokens
 
     @property
     def mean_logprob(self) -> float | None:

@@ -39,7 +39,8 @@ class Request:
             c = self.choices[ev.index]
             c.text += ev.text
             c.token_ids += ev.token_ids
-            c.completion_tokens += len(ev.token_ids) or (len(ev.logprobs) if ev.logprobs else int(bool(ev.text)))
+            if not ev.token_ids and (ev.text or ev.logprobs):  # relayed: one logprob per token, else a chunk each
+                c.counted_tokens = (c.counted_tokens or 0) + (len(ev.logprobs) if ev.logprobs else 1)
             if ev.logprobs:
                 c.logprobs += ev.logprobs
             if ev.finish_reason:
@@ -49,7 +50,7 @@ class Request:
     def finish(self, error: BaseException | None = None) -> None:
         self.error = error
         if self.usage is not None and len(self.choices) == 1:  # an upstream's own count beats counted chunks
-            self.choices[0].completion_tokens = self.usage.completion_tokens
+            self.choices[0].counted_tokens = self.usage.completion_tokens
         counted = sum(c.completion_tokens for c in self.choices)
         self.timings.completion_tokens = self.usage.completion_tokens if self.usage is not None else counted
         self.done.set()

@@ -129,4 +129,4 @@ async def test_a_failing_upstream_leaves_a_reported_partial_run(tiny_engine):
 def test_sweep_on_the_remote_engine(remote):
     view = run_sweep(remote, RunSpec(mode="chat", user="Hi", n=2, seed=1, max_tokens=6), [0.5, 1.0], [1.0])
     assert view.summary["temperature"].tolist() == [0.5, 1.0] and view.quality_figure is not None
-    assert "completion_tokens" not in view.summary.columns and "no token ids" in view.note
+    assert (view.summary["completion_tokens"] > 0).all() and not view.note  # relayed tokens are counted
