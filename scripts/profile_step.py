@@ -10,12 +10,12 @@ import collections
 import time
 
 import torch
+from benchmark import prompt_of
 
 import nsample
 from nsample import model_runner, prefix_attention, request_state
 from nsample.request import Request
 from nsample.sampling_params import SamplingParams
-from benchmark import prompt_of
 
 PARTS = {"q_proj": "q/k/v", "k_proj": "q/k/v", "v_proj": "q/k/v", "o_proj": "o", "gate_proj": "gate/up",
          "up_proj": "gate/up", "down_proj": "down", "lm_head": "LM head", "input_layernorm": "norms",
@@ -58,7 +58,8 @@ def main():
                                       engine.vocab_size, engine.shared_prefix, engine.token_text)
     spent = collections.defaultdict(float)
     hook(engine.model, spent)
-    prefix_attention.attend = timed(spent, "attention core", prefix_attention.attend)
+    for name in ("attend", "attend_cpu"):  # the decode attention: one is used, by device
+        setattr(prefix_attention, name, timed(spent, "attention core", getattr(prefix_attention, name)))
     request_state.sampler.sample_rows = timed(spent, "sampling", request_state.sampler.sample_rows)
 
     def run() -> tuple[int, float]:

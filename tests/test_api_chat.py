@@ -60,7 +60,8 @@ def test_without_seed_each_choice_reports_a_reproducible_seed(client):
 
 
 def test_roles_and_text_parts(client, tiny_engine):
-    parts = [{"role": "user", "content": [{"type": "text", "text": "Hello! "}, {"type": "text", "text": "Tell me a story."}]}]
+    parts = [{"role": "user", "content": [{"type": "text", "text": "Hello! "},
+                                          {"type": "text", "text": "Tell me a story."}]}]
     a, b = chat(client, messages=parts, seed=5), chat(client, messages=HELLO, seed=5)
     assert a.choices[0].message.content == b.choices[0].message.content
     convo = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},

@@ -98,7 +98,8 @@ def test_one_peer_gets_its_share_of_the_queue_and_the_page_still_gets_in():
 
 
 def test_limits_of_a_smaller_engine(small_engine):
-    with live_server(create_app(small_engine, ServerConfig())) as url, httpx.Client(base_url=url, timeout=TIMEOUT) as http:
+    with (live_server(create_app(small_engine, ServerConfig())) as url,
+          httpx.Client(base_url=url, timeout=TIMEOUT) as http):
         err = error_of(http.post(CHAT, json=chat_body(n=5)))
         assert (err["param"], err["code"]) == ("n", "integer_above_max_value") and "<= 4" in err["message"]
         r = http.post(CHAT, json=chat_body(n=4, max_tokens=1000))  # 4 x 1000 tokens > 1 MiB of KV cache

@@ -24,7 +24,8 @@ RECORD_CARDS = """() => {
   const grid = document.querySelector('#ns-cards');
   new MutationObserver(() => window.__snaps.push(
     [...grid.querySelectorAll('.ns-card[data-finish]')].filter(c => c.offsetParent !== null)
-      .map(c => [c.dataset.finish, c.querySelector('.ns-text .ns-empty') ? 0 : c.querySelector('.ns-text').innerText.length]))
+      .map(c => [c.dataset.finish,
+                 c.querySelector('.ns-text .ns-empty') ? 0 : c.querySelector('.ns-text').innerText.length]))
   ).observe(grid, {subtree: true, childList: true, characterData: true, attributes: true});
 }"""
 

@@ -14,7 +14,9 @@ def test_penalties_follow_openai_and_hugging_face_semantics():
 
 def test_top_k_top_p_min_p_keep_the_right_tokens():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
-    keep = lambda x: (x > float("-inf")).tolist()[0]
+    def keep(x):
+        return (x > float("-inf")).tolist()[0]
+
     assert keep(sampler.apply_top_k(logits, torch.tensor([2]))) == [True, True, False, False]
     assert keep(sampler.apply_top_k(logits, torch.tensor([0]))) == [True] * 4
     assert keep(sampler.apply_top_p(logits, torch.tensor([0.8]))) == [True, True, False, False]

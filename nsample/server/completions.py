@@ -45,8 +45,8 @@ async def stream(head: dict, reqs: list[Request], n: int, echoes: list[str], top
                     index, lps = p * n + ev.index, None
                     if top is not None:
                         lps, offsets[index] = logprobs(ev.logprobs or [], offsets[index])
-                    yield chunk([CompletionChoice(index=index, text=ev.text, logprobs=lps, finish_reason=ev.finish_reason,
-                                                  seed=ev.seed, stop_reason=ev.stop_reason)])
+                    yield chunk([CompletionChoice(index=index, text=ev.text, logprobs=lps, seed=ev.seed,
+                                                  finish_reason=ev.finish_reason, stop_reason=ev.stop_reason)])
         if include_usage:
             yield chunk([], usage=usage(reqs))
     except Exception as e:  # noqa: BLE001 - the status line is sent: report the failure in the stream

@@ -69,7 +69,8 @@ class OpenAIRequest(Strict):
         for name, neutral in self.NEUTRAL.items():
             if getattr(self, name) not in neutral:
                 raise InvalidRequest(f"nsample does not support '{name}' (accepted values: "
-                                     f"{', '.join(map(json.dumps, neutral))}).", param=name, code="unsupported_parameter")
+                                     f"{', '.join(map(json.dumps, neutral))}).", param=name,
+                                     code="unsupported_parameter")
         if self.stream_options is not None and not self.stream:
             raise InvalidRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.",
                                  param="stream_options", code="invalid_value")

@@ -44,7 +44,8 @@ def headline(diversity: dict) -> str:
     for key, label, fmt in HEADLINE:
         value = diversity.get(key)
         parts.append(f"{label} **{'n/a' if value is None else fmt.format(value, n=n)}**")
-    return f"**Diversity of {n} choices:** " + " · ".join(parts) + f"  \n<sub>similarity: {diversity.get('similarity')}</sub>"
+    similarity = f"  \n<sub>similarity: {diversity.get('similarity')}</sub>"
+    return f"**Diversity of {n} choices:** " + " · ".join(parts) + similarity
 
 
 def _partial(run: Run) -> str:
