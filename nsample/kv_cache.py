@@ -3,9 +3,10 @@
 Two layouts. SharedKV (plain causal attention, see prefix_attention.py): the prompt's keys and values are
 kept once and every row only stores what it generates, in buffers this class owns, preallocated and grown
 by doubling (so a short answer never pays for a long max_tokens, and no step copies the whole cache). Its
-rows join the engine's one batched decode forward. ForkedKV (any other architecture): the batch-1 cache is
-copied into n rows with reorder_cache, which works for every layer type, and the request is decoded in a
-forward of its own. Both prefill in chunks, so a long prompt never stalls the running streams for long.
+rows join the engine's one batched decode forward, and its prompt chunks join the packed prefill forward
+(`extend` stores a chunk's keys and values). ForkedKV (any other architecture): the batch-1 cache is copied
+into n rows with reorder_cache, which works for every layer type, and the request is prefilled and decoded
+in forwards of its own. Both prefill in chunks, so a long prompt never stalls the running streams for long.
 """
 import torch
 from transformers import DynamicCache, StaticCache
