@@ -4,7 +4,8 @@ With a plain forked cache every row reads its own copy of the prompt's KV at eve
 reads n·(P+t) entries; here it reads P + n·t, and the prompt part becomes one matrix product per KV
 head for all of a request's queries (the idea of Hydragen / FlashInfer cascade attention). The decode
 batch holds the rows of several requests, one contiguous segment each; the function loops over the
-segments: one GEMM per request and KV head against that request's prompt, then each row's own tokens.
+segments: per request, its prompt for all its queries at once, then each row's own tokens (on a CPU, one
+flash-attention call each, merged by their log-sum-exps; elsewhere plain GEMMs and one softmax).
 Prefills are packed the same way: the next prompt chunks of several requests run as one sequence, the
 projections over all of it, the attention per chunk against its own request's prompt (`nsample_prefill`).
 It is registered in transformers' AttentionInterface and only acts when the runner passes `nsample_batch` or
