@@ -17,7 +17,7 @@ FIRST_CHUNK = 128  # generated positions preallocated at first
 
 class SharedKV:
     def __init__(self, model, prompt_len: int, max_new: int):
-        self.model, self.prompt_len, self.max_new = model, prompt_len, max_new
+        self.max_new = max_new
         self.prefill_cache: DynamicCache | None = DynamicCache(config=model.config)
         self.prefix: list[tuple[torch.Tensor, torch.Tensor]] = []  # (1, Hkv, P, D) per layer, once prefilled
         self.keys: list[torch.Tensor] = []  # per layer (W, Hkv, capacity, D): each row's generated tokens

@@ -71,6 +71,12 @@ class StreamEvent:
     seed: int | None = None
     stop_reason: str | int | None = None  # with finish_reason "stop": the stop string or token id that ended it
 
+    @property
+    def token_count(self) -> int:
+        """Tokens this event stands for: its ids; relayed without ids (a remote engine), one per logprob entry,
+        else one per text chunk."""
+        return len(self.token_ids) or (len(self.logprobs) if self.logprobs else int(bool(self.text)))
+
 
 @dataclass
 class GenerationResult:

@@ -39,8 +39,8 @@ class Request:
             c = self.choices[ev.index]
             c.text += ev.text
             c.token_ids += ev.token_ids
-            if not ev.token_ids and (ev.text or ev.logprobs):  # relayed: one logprob per token, else a chunk each
-                c.counted_tokens = (c.counted_tokens or 0) + (len(ev.logprobs) if ev.logprobs else 1)
+            if not ev.token_ids and ev.token_count:  # relayed without ids: counted
+                c.counted_tokens = (c.counted_tokens or 0) + ev.token_count
             if ev.logprobs:
                 c.logprobs += ev.logprobs
             if ev.finish_reason:

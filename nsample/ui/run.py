@@ -151,10 +151,8 @@ class Run:
         card.text += ev.text
         if ev.logprobs:
             card.logprobs += ev.logprobs
-        if self.ids_reported:
-            card.tokens += len(ev.token_ids)
-        else:  # one logprob entry per token is exact; else one token per text chunk
-            card.tokens += len(ev.logprobs) if ev.logprobs else int(bool(ev.text))
+        card.tokens += ev.token_count
+        if not self.ids_reported:  # one logprob entry per token is exact; one token per text chunk is a count
             card.counted = card.counted and not ev.logprobs
         if ev.finish_reason:
             card.finish_reason = ev.finish_reason
