@@ -1,9 +1,10 @@
 """The KV cache of one running request: its prompt prefilled once at batch 1, then its rows decoded on top.
 
 Two layouts. SharedKV (plain causal attention, see prefix_attention.py): the prompt's keys and values are
-kept once and every row only stores what it generates, in buffers this class owns, preallocated and grown
-by doubling (so a short answer never pays for a long max_tokens, and no step copies the whole cache). Its
-rows join the engine's one batched decode forward, and its prompt chunks join the packed prefill forward
+kept once and every row only stores what it generates, in the buffers of its cohort (`nsample/cohort.py`: the
+requests that started decoding at the same step), preallocated and grown by doubling (so a short answer never
+pays for a long max_tokens, and no step copies the whole cache). Its rows join the engine's one batched decode
+forward, and its prompt chunks join the packed prefill forward
 (`extend` stores a chunk's keys and values). ForkedKV (any other architecture): the batch-1 cache is copied
 into n rows with reorder_cache, which works for every layer type, and the request is prefilled and decoded
 in forwards of its own. Both prefill in chunks, so a long prompt never stalls the running streams for long.
@@ -12,7 +13,7 @@ import torch
 from transformers import DynamicCache, StaticCache
 from transformers.cache_utils import StaticLayer
 
-FIRST_CHUNK = 128  # generated positions preallocated at first
+from nsample.cohort import FIRST_CHUNK
 
 
 class SharedKV:
@@ -20,46 +21,22 @@ class SharedKV:
         self.max_new = max_new
         self.prefill_cache: DynamicCache | None = DynamicCache(config=model.config)
         self.prefix: list[tuple[torch.Tensor, torch.Tensor]] = []  # (1, Hkv, P, D) per layer, once prefilled
-        self.keys: list[torch.Tensor] = []  # per layer (W, Hkv, capacity, D): each row's generated tokens
-        self.values: list[torch.Tensor] = []
-        self.length = 0  # generated tokens stored per row, including the one being decoded
+        self.rows = 0  # rows decoded on top of the prompt, once prefilled
+        self.cohort = None  # where the rows' generated keys and values live, from their first decode step on
+        self.slots: list[int] = []  # this request's rows in the cohort's buffers, in row order
 
     def extend(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store a prompt chunk's keys and values (1, Hkv, C, D); return the prompt's so far (1, Hkv, P0 + C, D)."""
         return self.prefill_cache.update(key, value, layer)
 
     def fork(self, rows: int) -> None:
-        """The prompt is prefilled: keep its KV once, and make room for `rows` rows on top of it."""
+        """The prompt is prefilled: keep its KV once, for `rows` rows to decode on top of it."""
         self.prefix = [(layer.keys, layer.values) for layer in self.prefill_cache.layers]  # (1, Hkv, P, D) each
-        self.prefill_cache = None
-        _, heads, _, dim = self.prefix[0][0].shape
-        size = (rows, heads, min(self.max_new, FIRST_CHUNK), dim)
-        like = self.prefix[0][0]
-        self.keys = [like.new_zeros(size) for _ in self.prefix]
-        self.values = [like.new_zeros(size) for _ in self.prefix]
+        self.prefill_cache, self.rows = None, rows
 
     def keep(self, rows: list[int]) -> None:
-        """Keep only these rows, in this order."""
-        index = torch.tensor(rows, device=self.keys[0].device)
-        self.keys = [k.index_select(0, index) for k in self.keys]
-        self.values = [v.index_select(0, index) for v in self.values]
-
-    def reserve(self, length: int) -> None:
-        """Make room for `length` generated positions per row (the buffers double when full)."""
-        self.length = length
-        capacity = self.keys[0].shape[2]
-        if capacity >= length:
-            return
-        pad = min(self.max_new, max(length, 2 * capacity)) - capacity
-        self.keys = [torch.nn.functional.pad(k, (0, 0, 0, pad)) for k in self.keys]  # (W, Hkv, L, D) along L
-        self.values = [torch.nn.functional.pad(v, (0, 0, 0, pad)) for v in self.values]
-
-    def append(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store this step's key and value (W, Hkv, 1, D); return the rows' generated keys and values so far."""
-        t, keys, values = self.length, self.keys[layer], self.values[layer]
-        keys.narrow(2, t - 1, 1).copy_(key)
-        values.narrow(2, t - 1, 1).copy_(value)
-        return keys.narrow(2, 0, t), values.narrow(2, 0, t)  # (W, Hkv, t, D)
+        """Keep only these rows, in this order (the cohort drops the others before the next decode step)."""
+        self.slots, self.rows = [self.slots[i] for i in rows] if self.cohort else [], len(rows)
 
 
 class ForkedKV:

@@ -5,17 +5,19 @@ with the least prompt left first (a short prompt arriving during a long prefill 
 next step), so a long prompt never stalls the running streams for more than a chunk; the chunks of several
 requests run packed into one forward; (3) every request
 with logits samples a token column and publishes it; (4) one decode forward runs the live rows of all
-shared-prefix requests together (forked-cache requests, for architectures without the shared layout,
-each run a forward of their own).
+shared-prefix requests together, ordered by cohort (the requests whose decoding started at the same step
+share their generated tokens' KV buffers, `nsample/cohort.py`); forked-cache requests, for architectures
+without the shared layout, each run a forward of their own.
 """
 import time
 from dataclasses import dataclass, field
 
 import torch
 
+from nsample.cohort import Cohort
 from nsample.config import EngineConfig
 from nsample.outputs import StreamEvent
-from nsample.prefix_attention import Chunk, Segment
+from nsample.prefix_attention import Chunk, Group, Segment
 from nsample.request import Request
 from nsample.request_state import RequestState
 
@@ -95,19 +97,29 @@ class ModelRunner:
             st.take_prefill(len(chunk), row[None], spent)
 
     def _decode(self, batch: list[RequestState]) -> None:
-        """Forward one token per cache row of every request in `batch`, as one batch (B, 1)."""
-        segments, start = [], 0
+        """Forward one token per cache row of every request in `batch`, as one batch (B, 1), ordered by cohort."""
+        fresh = [st.kv for st in batch if st.kv.cohort is None]
+        if fresh:  # prefilled this step: they start decoding together, so they share one cohort
+            Cohort(fresh)
+        cohorts: dict[Cohort, list[RequestState]] = {}
         for st in batch:
-            st.kv.reserve(st.generated)
-            segments.append(Segment(start, start + st.width, st.kv))
-            start += st.width
-        column = torch.cat([st.column for st in batch])[:, None]  # (B, 1)
-        positions = torch.tensor([len(st.req.prompt_ids) + st.generated - 1 for st in batch for _ in range(st.width)],
+            cohorts.setdefault(st.kv.cohort, []).append(st)
+        groups, order, start = [], [], 0
+        for cohort, members in cohorts.items():
+            cohort.prepare([st.kv for st in members], members[0].generated)
+            segments = [Segment(s.kv.slots[0], s.kv.slots[0] + s.width, s.kv) for s in members]
+            groups.append(Group(start, start + sum(s.width for s in members), cohort, segments))
+            order += members
+            start = groups[-1].stop
+        column = torch.cat([st.column for st in order])[:, None]  # (B, 1)
+        positions = torch.tensor([len(st.req.prompt_ids) + st.generated - 1 for st in order for _ in range(st.width)],
                                  device=column.device)[:, None]  # (B, 1)
         logits = self.model(input_ids=column, position_ids=positions, use_cache=False,
-                            nsample_batch=segments).logits[:, -1]  # (B, V)
-        for seg, st in zip(segments, batch):
-            st.take_logits(logits[seg.start:seg.stop])
+                            nsample_batch=groups).logits[:, -1]  # (B, V)
+        first = 0
+        for st in order:
+            st.take_logits(logits[first:first + st.width])
+            first += st.width
 
     def _guard(self, updates: dict, states: list[RequestState], work):
         """Run `work`; if it fails, the requests it was for fail with the error and leave."""

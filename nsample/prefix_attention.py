@@ -3,9 +3,11 @@
 With a plain forked cache every row reads its own copy of the prompt's KV at every step, so decode
 reads n·(P+t) entries; here it reads P + n·t, and the prompt part becomes one matrix product per KV
 head for all of a request's queries (the idea of Hydragen / FlashInfer cascade attention). The decode
-batch holds the rows of several requests, one contiguous segment each; the function loops over the
-segments: per request, its prompt for all its queries at once, then each row's own tokens (on a CPU, one
-flash-attention call each, merged by their log-sum-exps; elsewhere plain GEMMs and one softmax).
+batch holds the rows of several requests, grouped by cohort (the requests that started decoding at the same
+step, whose own tokens share one buffer: `nsample/cohort.py`), each request's rows one contiguous segment.
+Per cohort: each request's prompt for all its queries at once, then all the cohort's rows' own tokens at once
+(on a CPU, one flash-attention call per request's prompt and one for the own tokens, merged by their
+log-sum-exps; elsewhere plain GEMMs and one softmax per request).
 Prefills are packed the same way: the next prompt chunks of several requests run as one sequence, the
 projections over all of it, the attention per chunk against its own request's prompt (`nsample_prefill`).
 It is registered in transformers' AttentionInterface and only acts when the runner passes `nsample_batch` or
@@ -18,6 +20,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
+from nsample.cohort import Cohort
 from nsample.kv_cache import SharedKV
 
 NAME = "nsample_shared_prefix"
@@ -26,9 +29,17 @@ FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "s
 
 @dataclass
 class Segment:
-    start: int  # the request's rows in the decode batch: [start, stop)
+    start: int  # the request's rows in its cohort's rows: [start, stop)
     stop: int
-    kv: SharedKV  # the request's prompt KV and row buffers
+    kv: SharedKV  # the request's prompt KV
+
+
+@dataclass
+class Group:
+    start: int  # a cohort's rows in the decode batch: [start, stop)
+    stop: int
+    cohort: Cohort  # their generated tokens' KV
+    segments: list[Segment]  # its requests, tiling its rows
 
 
 @dataclass
@@ -46,13 +57,15 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                                       **kwargs)
     query = query * (scaling if scaling is not None else query.shape[-1] ** -0.5)  # (B, H, 1, D), scaled once
-    out = torch.empty_like(query)  # (B, H, 1, D); the segments tile the batch
-    sizes = [seg.stop - seg.start for seg in nsample_batch]
-    run = attend_cpu if query.device.type == "cpu" else attend
-    for seg, q, k, v, o in zip(nsample_batch, query.split(sizes), key.split(sizes), value.split(sizes),
-                               out.split(sizes)):
-        k, v = seg.kv.append(module.layer_idx, k, v)  # (R, Hkv, t, D), this step's included
-        run(q, *seg.kv.prefix[module.layer_idx], k, v, out=o)
+    out = torch.empty_like(query)  # (B, H, 1, D); the groups tile the batch
+    for grp in nsample_batch:
+        span, layer = slice(grp.start, grp.stop), module.layer_idx
+        k, v = grp.cohort.append(layer, key[span], value[span])  # (rows, Hkv, t, D), this step's included
+        if query.device.type == "cpu":
+            attend_cpu(query[span], [(s.start, s.stop, *s.kv.prefix[layer]) for s in grp.segments], k, v, out[span])
+        for s in grp.segments if query.device.type != "cpu" else []:
+            rows = slice(grp.start + s.start, grp.start + s.stop)
+            attend(query[rows], *s.kv.prefix[layer], k[s.start:s.stop], v[s.start:s.stop], out=out[rows])
     return out.transpose(1, 2), None  # (B, 1, H, D)
 
 
@@ -86,19 +99,29 @@ def attend(query, k_p, v_p, k, v, out):
     torch.add(prefix, w[..., P:] @ v, out=out.view(R, Hkv, g, D))
 
 
-def attend_cpu(query, k_p, v_p, k, v, out):
-    """attend() in fewer kernels, for the CPU: the prompt part and the own-token part are one flash-attention
-    call each, merged by their log-sum-exps (as in Hydragen)."""
+def attend_cpu(query, prefixes, k, v, out):
+    """attend() for a cohort's rows in fewer kernels, for the CPU: scaled queries (R, H, 1, D) of several
+    requests, `prefixes` giving each request's rows [start, stop) and prompt (1, Hkv, P, D). Each prompt part is
+    one flash-attention call per request, the own-token part one call for all rows (R, Hkv, L, D); the parts
+    are merged by their log-sum-exps (as in Hydragen) into out (R, H, 1, D)."""
     R, H, _, D = query.shape
-    Hkv = k_p.shape[1]
+    Hkv = k.shape[1]
     g = H // Hkv
     q = query.view(R, Hkv, g, D)
-    q_heads = q.transpose(0, 1).reshape(1, Hkv, R * g, D)  # all rows' queries, per KV head
-    prefix, lse_prefix = FLASH_CPU(q_heads, k_p, v_p, scale=1.0)[:2]  # (1, Hkv, R·g, D), (1, Hkv, R·g)
     own, lse_own = FLASH_CPU(q, k, v, scale=1.0)[:2]  # (R, Hkv, g, D), (R, Hkv, g)
-    w = torch.stack([lse_prefix.view(Hkv, R, g).transpose(0, 1), lse_own]).softmax(0).to(q.dtype)  # (2, R, Hkv, g)
-    mixed = prefix.view(Hkv, R, g, D).transpose(0, 1) * w[0, ..., None]
-    torch.addcmul(mixed, own, w[1, ..., None], out=out.view(R, Hkv, g, D))
+    if len(prefixes) > 1:  # several requests: their prompt parts gathered in row order
+        prefix, lse_prefix = torch.empty_like(own), torch.empty_like(lse_own)
+    for start, stop, k_p, v_p in prefixes:
+        n = stop - start
+        q_heads = q[start:stop].transpose(0, 1).reshape(1, Hkv, n * g, D)  # all its rows' queries, per KV head
+        o, lse = FLASH_CPU(q_heads, k_p, v_p, scale=1.0)[:2]  # (1, Hkv, n·g, D), (1, Hkv, n·g)
+        o, lse = o.view(Hkv, n, g, D).transpose(0, 1), lse.view(Hkv, n, g).transpose(0, 1)
+        if len(prefixes) == 1:
+            prefix, lse_prefix = o, lse
+        else:
+            prefix[start:stop], lse_prefix[start:stop] = o, lse
+    w = torch.stack([lse_prefix, lse_own]).softmax(0).to(q.dtype)  # (2, R, Hkv, g)
+    torch.addcmul(prefix * w[0, ..., None], own, w[1, ..., None], out=out.view(R, Hkv, g, D))
 
 
 FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # returns (out, logsumexp)

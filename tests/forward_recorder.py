@@ -25,3 +25,16 @@ def prefill_packs(model):
         yield packs
     finally:
         handle.remove()
+
+
+@contextlib.contextmanager
+def decode_cohorts(model):
+    """For every decode forward inside the block, its cohorts in batch order, each as its requests' widths."""
+    cohorts = []
+    handle = model.model.register_forward_hook(lambda m, args, kwargs, out: cohorts.append(
+        [[s.stop - s.start for s in g.segments] for g in kwargs["nsample_batch"]]) if "nsample_batch" in kwargs
+        else None, with_kwargs=True)
+    try:
+        yield cohorts
+    finally:
+        handle.remove()

@@ -5,7 +5,7 @@ import threading
 import httpx
 import pytest
 from api_helpers import wait_until
-from forward_recorder import forward_shapes, prefill_packs
+from forward_recorder import decode_cohorts, forward_shapes, prefill_packs
 from live_server import live_server
 
 from nsample import EngineConfig
@@ -51,6 +51,28 @@ def test_one_decode_forward_per_step_for_four_concurrent_requests(fresh):
     assert decodes == [(10, 1)] * 11  # 12 tokens each: 11 forwards of all 3+1+2+4 rows, not 4 x 11 forwards
     for (prompt, n), r in zip(asks, results):
         alone = engine.generate(prompt, n=n, seed=7, max_tokens=12, ignore_eos=True)
+        assert [c.token_ids for c in r.choices] == [c.token_ids for c in alone.choices]
+
+
+def test_requests_that_start_together_share_a_cohort_and_each_keeps_its_own_tokens(fresh):
+    engine = fresh()
+    with decode_cohorts(engine.model) as cohorts:
+        with held(engine):
+            a = engine.submit("Cohort A", n=3, seed=5, max_tokens=30, ignore_eos=True)
+            b = engine.submit("Cohort B, whose rows finish early", n=2, seed=6, max_tokens=6, ignore_eos=True)
+            c = engine.submit("Cohort C, cancelled", n=2, seed=7, max_tokens=4000, ignore_eos=True)
+        events = iter(c)
+        for _ in range(2 * 3):  # three steps of C's rows
+            next(events)
+        d = engine.submit("D arrives later", n=2, seed=8, max_tokens=10, ignore_eos=True)
+        c.cancel()
+        results = [r.result(timeout=120) for r in (a, b, d)]
+    assert cohorts[0] == [[3, 2, 2]]  # the three that arrived together: one cohort, one own-token call per layer
+    assert [[3], [2]] in cohorts  # C cancelled, B finished: A's rows kept, D in a cohort of its own
+    assert all(sum(map(len, step)) <= 2 for step in cohorts[cohorts.index([[3], [2]]):])  # ... then each alone
+    for (prompt, n, seed, max_tokens), r in zip([("Cohort A", 3, 5, 30), ("Cohort B, whose rows finish early", 2, 6,
+                                                 6), ("D arrives later", 2, 8, 10)], results):
+        alone = engine.generate(prompt, n=n, seed=seed, max_tokens=max_tokens, ignore_eos=True)
         assert [c.token_ids for c in r.choices] == [c.token_ids for c in alone.choices]
 
 
