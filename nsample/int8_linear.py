@@ -9,6 +9,8 @@ elementwise. So a row's output depends only on that row, bitwise, whatever the b
 import torch
 from torch import nn
 
+from nsample import int8_rows
+
 LEVEL = 254  # the second level's scale is the first's / LEVEL: the first level's rounding error fits in int8
 
 
@@ -40,23 +42,38 @@ class Int8Linear(nn.Module):
         self.register_buffer("scales", s)  # (2N,)
         self.register_buffer("zero_points", torch.zeros(len(s), dtype=torch.int32))
         self.rows = (q, s) if keep_rows else None  # plain rows, for an embedding tied to this weight
+        int8_rows.ops()  # built (once per machine) while the model loads, not at its first request
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x2 = x.reshape(-1, self.in_features).float()  # (M, K)
-        M, N = len(x2), self.out_features
+        x2 = x.reshape(-1, self.in_features).float().contiguous()  # (M, K)
+        fused = int8_rows.ops()  # the same arithmetic in two C++ calls, where it could be built
+        levels, t1 = (fused or Eager).split_rows(x2)
+        y = torch.ops.onednn.qlinear_pointwise(levels, 1.0, 0, self.packed, self.scales, self.zero_points, None,
+                                               1.0, 0, torch.float32, "none", [], "")  # (2M, 2N), w scales applied
+        return (fused or Eager).join_levels(y, t1, self.bias).to(x.dtype).reshape(*x.shape[:-1], self.out_features)
+
+
+class Eager:
+    """The float work around the int8 GEMM in ATen ops: what csrc/int8_rows.cpp does in one kernel each."""
+
+    @staticmethod
+    def split_rows(x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x2 (M, K) -> (int8 (2M, K): a1 over a2, t1 (M, 1)) with x2 ≈ t1·(a1 + a2/LEVEL) row by row."""
+        M = len(x2)
         t1 = x2.abs().amax(-1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny).div_(127)  # (M, 1)
-        levels = torch.empty(2 * M, self.in_features)  # (2M, K): a1 over a2
+        levels = torch.empty(2 * M, x2.shape[1])  # (2M, K): a1 over a2
         u = torch.div(x2, t1, out=levels[M:])
         torch.round(u, out=levels[:M])
         u.sub_(levels[:M]).mul_(LEVEL).round_()
-        y = torch.ops.onednn.qlinear_pointwise(levels.to(torch.int8), 1.0, 0, self.packed, self.scales,
-                                               self.zero_points, None, 1.0, 0, torch.float32, "none", [],
-                                               "")  # (2M, 2N), weight scales applied
+        return levels.to(torch.int8), t1
+
+    @staticmethod
+    def join_levels(y: torch.Tensor, t1: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """y (2M, 2N): (a1 over a2) against (w1 | w2) -> (M, N), both levels of both sides, times t1, plus bias."""
+        M, N = len(y) // 2, y.shape[1] // 2
         z = y[:, :N] + y[:, N:]  # (2M, N): both weight levels
         out = torch.add(z[:M], z[M:], alpha=1 / LEVEL).mul_(t1)  # (M, N): both activation levels
-        if self.bias is not None:
-            out += self.bias
-        return out.to(x.dtype).reshape(*x.shape[:-1], N)
+        return out if bias is None else out.add_(bias)
 
 
 class Int8Embedding(nn.Module):

@@ -1,12 +1,15 @@
 """The int8 decode path: the auto choice, near-float32 numerics, bitwise row independence, the seed contract."""
+import shutil
+
 import pytest
 import torch
 import torch.nn.functional as F
 
+from nsample import int8_rows
 from nsample.config import EngineConfig
 from nsample.engine import Engine
 from nsample.engine_base import wrap_seed
-from nsample.int8_linear import Int8Linear, two_level
+from nsample.int8_linear import Eager, Int8Linear, two_level
 from nsample.model_loader import load_pretrained
 from nsample.quantize import choose_quantize, quantize, resolve_quantize
 from nsample.tiny_model import tiny_model
@@ -44,6 +47,37 @@ def test_two_levels_reconstruct_each_row_to_a_65000th_of_its_maximum():
     approx = q[:64].float() * s[:64, None] + q[64:].float() * s[64:, None]
     assert q.dtype == torch.int8
     assert ((approx - w).abs().amax(1) <= w.abs().amax(1) / (127 * 254 * 2) * 1.01).all()
+
+
+@pytest.mark.skipif(not (shutil.which("g++") and shutil.which("ninja")), reason="no C++ toolchain to build with")
+@torch.inference_mode()
+def test_the_cpp_kernels_build_and_do_bitwise_what_the_aten_ops_do():
+    fused = int8_rows.ops()
+    assert fused is not None  # g++ and ninja are here: the build must work
+    torch.manual_seed(0)
+    x = torch.randn(37, 96) * torch.logspace(-4, 2, 37)[:, None]  # rows of very different scales
+    x[5] = 0  # an all-zero row: its scale is clamped, its levels are 0
+    for got, want in zip(fused.split_rows(x), Eager.split_rows(x)):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    y, t1 = torch.randn(74, 600) * 100, Eager.split_rows(x)[1]
+    for bias in (None, torch.randn(300)):
+        assert torch.equal(fused.join_levels(y, t1, bias), Eager.join_levels(y, t1, bias))
+
+
+@needs_int8
+@torch.inference_mode()
+def test_without_the_cpp_kernels_the_aten_ops_give_the_same_rows(monkeypatch):
+    torch.manual_seed(1)
+    layer, x = Int8Linear(torch.randn(200, 96), torch.randn(200)), torch.randn(5, 96)
+    want = layer(x)
+
+    def no_compiler(*args, **kwargs):
+        raise RuntimeError("no g++ here")
+
+    monkeypatch.setattr(int8_rows, "_built", {})
+    monkeypatch.setattr("torch.utils.cpp_extension.load", no_compiler)
+    assert int8_rows.ops() is None
+    assert torch.equal(layer(x), want)
 
 
 @needs_int8
