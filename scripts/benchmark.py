@@ -4,8 +4,9 @@ For each prompt length and n, every method runs side by side in one benchmark ru
 (so none inherits another's allocator or OpenMP state: a prior HF run was seen to slow the next by 20%, and
 llama.cpp loaded next to torch ran up to 1.6x slower), on the same model and threads, with new_tokens new
 tokens per choice (temperature 1, eos ignored):
-  fast       nsample with its default weights here (EngineConfig.quantize="auto": int8 on CPUs with native
-             int8 dot products)
+  fast       nsample with its default weights here (EngineConfig.quantize="auto": q4 on AVX-512 CPUs with
+             native int8 dot products, int8 on other CPUs with them)
+  int8       nsample with quantize="int8" (decode on two-level int8 too), where fast is q4
   fp32       nsample with the weights as loaded (quantize="none")
   nrs        Hugging Face generate(num_return_sequences=n) on the float32 model
   llama      llama.cpp's batched example on the GGUF nsample embeds (scripts/bench_llamacpp.py)
@@ -23,9 +24,11 @@ from pathlib import Path
 
 import torch
 
+from nsample.quantize import resolve_quantize
+
 TEXT = ("The history of the printing press begins in the fifteenth century, when movable type changed how "
         "books were made, copied and read across Europe and beyond. ")
-METHODS = ("fast", "fp32", "nrs", "llama", "llama-seq")
+METHODS = ("fast", "int8", "fp32", "nrs", "llama", "llama-seq")
 LLAMA = Path(__file__).with_name("bench_llamacpp.py")
 
 
@@ -53,7 +56,7 @@ def measure(args) -> dict:
 
     method, P, n = args.one
     engine = nsample.load(args.model, device=args.device, dtype=args.dtype,
-                          quantize="auto" if method == "fast" else "none")
+                          quantize={"fast": "auto", "int8": "int8"}.get(method, "none"))
     model, tok, dev = engine.model, engine.tokenizer, engine.device
     ids, T = prompt_of(tok, P), args.new_tokens
     hf = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tok.eos_token_id)
@@ -115,9 +118,11 @@ def main():
     if not llama and any(m.startswith("llama") for m in args.methods):
         print("llama.cpp columns skipped: they need the embedded model and llama-cpp-python (make test installs it)")
     methods = [m for m in args.methods if llama or not m.startswith("llama")]
+    if resolve_quantize("auto", args.device if args.device != "auto" else "cpu") != "q4":
+        methods = [m for m in methods if m != "int8"]  # fast is int8 (or none) here already
     T, first = args.new_tokens, True
     header = f"{'prompt':>6} {'n':>3} | " + " | ".join(f"{m + ' s':>11} {'tok/s':>6}" for m in methods) + \
-             f" | {'MiB':>5} | fast/llama fast/nrs fp32/llama"
+             f" | {'MiB':>5} | fast/llama int8/llama fast/nrs fp32/llama"
     for P in args.prompts:
         for n in args.n:
             r = {m: spawn(args, m, P, n) for m in methods}
@@ -132,7 +137,7 @@ def main():
             ratio = lambda a, b: f"{r[b]['wall'] / r[a]['wall']:5.2f}x" if a in r and b in r else "    -"  # noqa: E731
             mib = r.get("fast", r.get("fp32", {})).get("peak_mib", float("nan"))
             print(f"{P:>6} {n:>3} | " + " | ".join(f"{r[m]['wall']:11.2f} {toks / r[m]['wall']:6.1f}" for m in methods)
-                  + f" | {mib:5.0f} | {ratio('fast', 'llama'):>10} {ratio('fast', 'nrs'):>8} "
+                  + f" | {mib:5.0f} | {ratio('fast', 'llama'):>10} {ratio('int8', 'llama'):>10} {ratio('fast', 'nrs'):>8} "
                   f"{ratio('fp32', 'llama'):>10}", flush=True)
 
 

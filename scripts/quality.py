@@ -4,7 +4,7 @@ For each prompt, a 64-token greedy continuation from the float32 engine and from
 public API; prints per prompt whether the continuations are identical, where they first differ and the mean
 |Δ logprob| of the chosen tokens while they agree, then the share of identical continuations (issue 10's
 bar: >= 90%) and the mean |Δ logprob| over all agreeing positions.
-Usage: python scripts/quality.py [--mode int8] [--max-tokens 64] [--prompts 20] [--threads 2]
+Usage: python scripts/quality.py [--mode auto] [--max-tokens 64] [--prompts 20] [--threads 2]
 """
 import argparse
 import statistics
@@ -54,7 +54,7 @@ def compare(ref: list[Continuation], fast: list[Continuation]) -> list[dict]:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", default="int8", help="the fast path, an EngineConfig.quantize value")
+    ap.add_argument("--mode", default="auto", help="the fast path, an EngineConfig.quantize value")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--prompts", type=int, default=len(PROMPTS))
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nsample import int8_rows
+from nsample import kernels, q4_blocks
 from nsample.config import EngineConfig
 from nsample.engine import Engine
 from nsample.engine_base import wrap_seed
@@ -14,7 +14,10 @@ from nsample.model_loader import load_pretrained
 from nsample.quantize import choose_quantize, quantize, resolve_quantize
 from nsample.tiny_model import tiny_model
 
-needs_int8 = pytest.mark.skipif(resolve_quantize("auto", "cpu") != "int8", reason="no native int8 GEMM on this CPU")
+needs_int8 = pytest.mark.skipif(resolve_quantize("auto", "cpu") == "none", reason="no native int8 GEMM on this CPU")
+HAS_Q4 = resolve_quantize("auto", "cpu") == "q4" and kernels.ops() is not None
+needs_q4 = pytest.mark.skipif(not HAS_Q4, reason="no AVX-512 and int8 GEMM on this CPU, or no C++ toolchain")
+FAST_MODES = [pytest.param("int8", marks=needs_int8), pytest.param("q4", marks=needs_q4)]
 AMX = frozenset({"avx2", "avx512f", "avx512_vnni", "amx_int8", "amx_bf16"})
 AVX2 = frozenset({"avx", "avx2", "fma"})
 PROMPTS = ["What is the capital of France?", "Write a haiku about autumn.", "Give me three names for a cat.",
@@ -22,7 +25,7 @@ PROMPTS = ["What is the capital of France?", "Write a haiku about autumn.", "Giv
 
 
 @pytest.mark.parametrize("mode, device, flags, ops, expected", [
-    ("auto", "cpu", AMX, True, "int8"),
+    ("auto", "cpu", AMX, True, "q4"),  # AVX-512 for the 4-bit decode kernel
     ("auto", "cpu", AVX2 | {"avx_vnni"}, True, "int8"),
     ("auto", "cpu", AVX2, True, "none"),  # no native int8 dot products: oneDNN would halve the weights
     ("auto", "cpu", AMX, False, "none"),  # a torch build without oneDNN's int8 ops
@@ -35,10 +38,12 @@ def test_auto_picks_int8_only_on_a_cpu_with_native_int8(mode, device, flags, ops
     assert choose_quantize(mode, device, flags, ops) == expected
 
 
-@pytest.mark.parametrize("mode, device, ops", [("int8", "cuda", True), ("int8", "cpu", False), ("int4", "cpu", True)])
-def test_an_unusable_mode_is_refused(mode, device, ops):
+@pytest.mark.parametrize("mode, device, flags, ops", [("int8", "cuda", AMX, True), ("int8", "cpu", AMX, False),
+                                                      ("int4", "cpu", AMX, True), ("q4", "cpu", AVX2, True),
+                                                      ("q4", "cuda", AMX, True)])
+def test_an_unusable_mode_is_refused(mode, device, flags, ops):
     with pytest.raises(ValueError, match="quantize"):
-        choose_quantize(mode, device, AMX, ops)
+        choose_quantize(mode, device, flags, ops)
 
 
 def test_two_levels_reconstruct_each_row_to_a_65000th_of_its_maximum():
@@ -52,7 +57,7 @@ def test_two_levels_reconstruct_each_row_to_a_65000th_of_its_maximum():
 @pytest.mark.skipif(not (shutil.which("g++") and shutil.which("ninja")), reason="no C++ toolchain to build with")
 @torch.inference_mode()
 def test_the_cpp_kernels_build_and_do_bitwise_what_the_aten_ops_do():
-    fused = int8_rows.ops()
+    fused = kernels.ops()
     assert fused is not None  # g++ and ninja are here: the build must work
     torch.manual_seed(0)
     x = torch.randn(37, 96) * torch.logspace(-4, 2, 37)[:, None]  # rows of very different scales
@@ -74,9 +79,9 @@ def test_without_the_cpp_kernels_the_aten_ops_give_the_same_rows(monkeypatch):
     def no_compiler(*args, **kwargs):
         raise RuntimeError("no g++ here")
 
-    monkeypatch.setattr(int8_rows, "_built", {})
+    monkeypatch.setattr(kernels, "_built", {})
     monkeypatch.setattr("torch.utils.cpp_extension.load", no_compiler)
-    assert int8_rows.ops() is None
+    assert kernels.ops() is None
     assert torch.equal(layer(x), want)
 
 
@@ -122,6 +127,48 @@ def test_projections_of_one_input_share_one_gemm_and_keep_their_biases():
     assert not torch.equal(block(x + 1)[1], got[1])
 
 
+def q4_1(w: torch.Tensor) -> torch.Tensor:
+    """w rounded to Q4_1 blocks as llama.cpp makes them (per 32 along K: float16 m = min, d = (max - min)/15)."""
+    blocks = w.view(len(w), -1, 32)
+    m = blocks.amin(-1, keepdim=True).half().float()
+    d = ((blocks.amax(-1, keepdim=True) - m) / 15).half().float()
+    q = ((blocks - m) / d.clamp_min(torch.finfo(torch.float32).tiny)).round().clamp(0, 15)  # d = 0: all q = 0
+    q.scatter_(-1, blocks.argmax(-1, keepdim=True), 15.0)  # the maximum is q = 15, the minimum q = 0
+    q.scatter_(-1, blocks.argmin(-1, keepdim=True), 0.0)
+    return torch.addcmul(m, q, d).view_as(w)
+
+
+def test_4bit_blocks_are_read_back_exactly_and_only_from_4bit_weights():
+    torch.manual_seed(0)
+    w = q4_1(torch.randn(40, 96) * torch.logspace(-3, 1, 40)[:, None])
+    q, d, m = q4_blocks.split(w)
+    assert q.shape == (40, 48) and q.dtype == torch.uint8 and d.shape == m.shape == (40, 3)
+    assert torch.equal(q4_blocks.join(q, d, m), w)
+    assert q4_blocks.split(torch.randn(40, 96)) is None  # not 4-bit: the layer stays on int8
+    assert q4_blocks.split(w[:, :80]) is None  # K not a multiple of 32
+    nudged = w.clone()
+    nudged[3, 7] = torch.nextafter(nudged[3, 7], torch.tensor(1e9))
+    assert q4_blocks.split(nudged) is None  # one weight off by an ulp
+
+
+@needs_q4
+@torch.inference_mode()
+def test_decode_on_4bit_blocks_is_float32_math_and_each_row_is_bitwise_its_own():
+    torch.manual_seed(0)
+    w, b = q4_1(torch.randn(300, 96)), torch.randn(300)
+    layer, x = Int8Linear(w, b, q4=True), torch.randn(37, 96) * 3  # 37 rows: two full tiles of 16 and 5
+    assert layer.blocks is not None
+    prefill = layer(x)  # outside decode: the int8 GEMM
+    with q4_blocks.decoding():
+        y = layer(x)
+        alone = [layer(x[i:i + 1])[0] for i in range(37)]
+    ref = F.linear(x.double(), w.double(), b.double())
+    assert (y.double() - ref).abs().max() < 1e-5 * ref.abs().max()  # float32 sums of the exact weights
+    assert not torch.equal(y, prefill) and (prefill.double() - ref).abs().max() < 1e-3 * ref.abs().max()
+    assert all(torch.equal(a, y[i]) for i, a in enumerate(alone))
+    assert not q4_blocks.in_decode()
+
+
 @pytest.fixture(scope="module")
 def tiny_pair():
     """The tiny random model as float32 and as int8 (same weights), for numerics."""
@@ -144,40 +191,51 @@ def test_the_quantized_tiny_model_keeps_float32_logits_and_rows_independent(tiny
 
 
 @pytest.fixture(scope="module")
-def tiny_int8_engine():
-    model, tokenizer = tiny_model()
-    engine = Engine(quantize(model, "int8"), tokenizer, EngineConfig(quantize="int8"), name="tiny-int8")
-    yield engine
-    engine.close()
+def tiny_fast_engines():
+    """The tiny model as int8, and with its weights rounded to Q4_1 blocks as q4 (when this CPU has it)."""
+    engines = {}
+    for mode in ("int8", "q4") if HAS_Q4 else ("int8",):
+        model, tokenizer = tiny_model()
+        if mode == "q4":
+            with torch.no_grad():
+                for m in model.modules():
+                    if isinstance(m, torch.nn.Linear):
+                        m.weight.copy_(q4_1(m.weight))
+        engines[mode] = Engine(quantize(model, mode), tokenizer, EngineConfig(quantize=mode), name=f"tiny-{mode}")
+    yield engines
+    for e in engines.values():
+        e.close()
 
 
-@needs_int8
+@pytest.mark.parametrize("mode", FAST_MODES)
 @pytest.mark.parametrize("seed", [0, 2026])
-def test_seed_contract_holds_on_the_quantized_tiny_model(tiny_int8_engine, seed):
-    args = dict(max_tokens=48, ignore_eos=True, temperature=1.0)
-    wide = tiny_int8_engine.generate("Once upon a time", n=6, seed=seed, **args)
-    alone = [tiny_int8_engine.generate("Once upon a time", n=1, seed=wrap_seed(seed + i), **args).choices[0]
+def test_seed_contract_holds_on_the_quantized_tiny_model(tiny_fast_engines, mode, seed):
+    engine, args = tiny_fast_engines[mode], dict(max_tokens=48, ignore_eos=True, temperature=1.0)
+    if mode == "q4":
+        assert all(m.blocks is not None for m in engine.model.modules() if isinstance(m, Int8Linear))
+    wide = engine.generate("Once upon a time", n=6, seed=seed, **args)
+    alone = [engine.generate("Once upon a time", n=1, seed=wrap_seed(seed + i), **args).choices[0]
              for i in range(6)]
     assert [c.token_ids for c in wide.choices] == [c.token_ids for c in alone]
     assert len({tuple(c.token_ids) for c in alone}) == 6
 
 
 @pytest.fixture(scope="module")
-def smol_pair():
-    """The embedded SmolLM2 as float32 and as int8 engines."""
-    engines = []
-    for mode in ("none", "int8"):
+def smol_engines():
+    """The embedded SmolLM2 as float32, int8 and (on AVX-512) q4 engines, by mode."""
+    engines = {}
+    for mode in ("none", "int8", "q4") if HAS_Q4 else ("none", "int8"):
         model, tokenizer, name = load_pretrained(None, torch.device("cpu"), torch.float32)
-        engines.append(Engine(quantize(model, mode), tokenizer, EngineConfig(quantize=mode), name=name))
+        engines[mode] = Engine(quantize(model, mode), tokenizer, EngineConfig(quantize=mode), name=name)
     yield engines
-    for e in engines:
+    for e in engines.values():
         e.close()
 
 
-@needs_int8
 @pytest.mark.e2e
-def test_int8_keeps_the_embedded_models_greedy_output(smol_pair):
-    ref, fast = smol_pair
+@pytest.mark.parametrize("mode", FAST_MODES)
+def test_the_fast_paths_keep_the_embedded_models_greedy_output(smol_engines, mode):
+    ref, fast = smol_engines["none"], smol_engines[mode]
     same, deltas = 0, []
     for p in PROMPTS:
         a, b = (e.generate([{"role": "user", "content": p}], temperature=0, max_tokens=64, logprobs=True).choices[0]
@@ -189,10 +247,13 @@ def test_int8_keeps_the_embedded_models_greedy_output(smol_pair):
     assert sum(deltas) / len(deltas) < 0.005
 
 
-@needs_int8
 @pytest.mark.e2e
-def test_seed_contract_holds_on_the_quantized_embedded_model(smol_pair):
-    fast = smol_pair[1]
+@pytest.mark.parametrize("mode", FAST_MODES)
+def test_seed_contract_holds_on_the_quantized_embedded_model(smol_engines, mode):
+    fast = smol_engines[mode]
+    if mode == "q4":  # every projection decodes on its GGUF blocks; the Q8_0 LM head on int8
+        layers = [m for m in fast.model.modules() if isinstance(m, Int8Linear)]
+        assert sum(m.blocks is not None for m in layers) == len(layers) - 1 == 30 * 4
     chat, args = [{"role": "user", "content": "Write a short poem about the sea."}], dict(max_tokens=64,
                                                                                         ignore_eos=True)
     wide = fast.generate(chat, n=6, seed=7, **args)

@@ -65,8 +65,3 @@ at::Tensor join_levels(const at::Tensor& y, const at::Tensor& t1, const c10::opt
   });
   return out;
 }
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("split_rows", &split_rows);
-  m.def("join_levels", &join_levels);
-}

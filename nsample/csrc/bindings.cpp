@@ -1,0 +1,13 @@
+// The Python module of nsample's C++ kernels (nsample/kernels.py builds it).
+#include <torch/extension.h>
+
+std::vector<at::Tensor> split_rows(const at::Tensor& x);
+at::Tensor join_levels(const at::Tensor& y, const at::Tensor& t1, const c10::optional<at::Tensor>& bias);
+at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d, const at::Tensor& m,
+                     const c10::optional<at::Tensor>& bias);
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("split_rows", &split_rows, "int8_rows.cpp: activation rows to two int8 levels");
+  m.def("join_levels", &join_levels, "int8_rows.cpp: the four level products to the output");
+  m.def("q4_linear", &q4_linear, "q4_rows.cpp: a linear layer on 4-bit blocks, float32 sums");
+}

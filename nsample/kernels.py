@@ -1,0 +1,50 @@
+"""nsample's C++ kernels (`csrc/`), built once per machine with torch's cpp_extension; None where they cannot be.
+
+- int8_rows.cpp: the float work around the two-level int8 GEMM (int8_linear.py). Each Int8Linear call rounds its
+  activation rows to two int8 levels before the GEMM and combines the four level products after it; in ATen
+  that is about fifteen small ops per call, 121 calls per decode step, and on a 2-core CPU they cost more than
+  the GEMM itself (o_proj at 8 rows: 121 µs a call, 35 µs of it the GEMM). The kernels do the same arithmetic,
+  bitwise, in two calls (70 µs).
+- q4_rows.cpp: decode on a GGUF's own 4-bit blocks (q4_blocks.py), float32 sums, AVX-512.
+They are compiled (g++ and ninja, about 30 s) the first time a quantized model loads, into $TORCH_EXTENSIONS_DIR
+(else ~/.cache/torch_extensions), keyed by torch version; later loads take the built library. Without a
+compiler, or with NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead and decode stays on int8.
+"""
+import logging
+import os
+import threading
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+SOURCES = [Path(__file__).with_name("csrc") / f for f in ("bindings.cpp", "int8_rows.cpp", "q4_rows.cpp")]
+FLAGS = ["-O3", "-fopenmp", "-mavx2", "-mfma",  # quantized paths run only on CPUs with AVX2 and FMA (VNNI ones)
+         "-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
+_lock = threading.Lock()
+_built: dict[str, object] = {}  # "ops": the extension module, or None where it could not be built
+
+
+def ops():
+    """The built extension (split_rows, join_levels, q4_linear), or None: disabled, or it could not be built."""
+    if "ops" not in _built:
+        with _lock:
+            if "ops" not in _built:
+                _built["ops"] = None if os.environ.get("NSAMPLE_NO_CPP") else _build()
+    return _built["ops"]
+
+
+def _build():
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
+    where = root / f"nsample_kernels-torch{torch.__version__.replace('+', '-')}"
+    try:
+        from torch.utils.cpp_extension import load
+
+        where.mkdir(parents=True, exist_ok=True)
+        if not any(where.glob("*.so")):
+            log.warning("building nsample's C++ kernels into %s (once, about 30 s)", where)
+        return load(name="nsample_kernels", sources=[str(s) for s in SOURCES], extra_cflags=FLAGS,
+                    build_directory=str(where), verbose=False)
+    except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a read-only home: the ATen ops still work
+        log.warning("nsample's C++ kernels could not be built (%s); using ATen ops, which are slower", e)
+        return None
