@@ -137,8 +137,8 @@ def main():
             ratio = lambda a, b: f"{r[b]['wall'] / r[a]['wall']:5.2f}x" if a in r and b in r else "    -"  # noqa: E731
             mib = r.get("fast", r.get("fp32", {})).get("peak_mib", float("nan"))
             print(f"{P:>6} {n:>3} | " + " | ".join(f"{r[m]['wall']:11.2f} {toks / r[m]['wall']:6.1f}" for m in methods)
-                  + f" | {mib:5.0f} | {ratio('fast', 'llama'):>10} {ratio('int8', 'llama'):>10} {ratio('fast', 'nrs'):>8} "
-                  f"{ratio('fp32', 'llama'):>10}", flush=True)
+                  + f" | {mib:5.0f} | {ratio('fast', 'llama'):>10} {ratio('int8', 'llama'):>10} "
+                  f"{ratio('fast', 'nrs'):>8} {ratio('fp32', 'llama'):>10}", flush=True)
 
 
 if __name__ == "__main__":
