@@ -144,3 +144,5 @@ class Engine(BaseEngine):
                 if update.done:
                     self.scheduler.release(update.req)
                     update.req.finish(update.error)
+            if not self.runner.busy:
+                release_pool()  # idle: free this worker's OpenMP threads, so another engine's pool is not throttled

@@ -5,7 +5,9 @@ region a pool of its own. Once the pools together hold more threads than there a
 stops spin-waiting between parallel regions and sleeps instead, and a decode step, hundreds of short
 parallel ops, slows down: measured on the 2-core machine, the int8 path went from 106 to 57 tokens/s
 at n=8 when the thread that had loaded the model kept its pool. So threads other than the engine's
-worker free their pool when their torch work is done (loading, quantizing, sentence embeddings).
+worker free their pool when their torch work is done (loading, quantizing, sentence embeddings), and the
+worker frees its own whenever it goes idle: with two engines in one process (a float32 and a quantized one,
+say), the idle one's pool halved the other's speed (34 against 18 tokens/s at n=1).
 """
 import ctypes
 import functools
