@@ -109,19 +109,23 @@ def attend_cpu(query, prefixes, k, v, out):
     g = H // Hkv
     q = query.view(R, Hkv, g, D)
     own, lse_own = FLASH_CPU(q, k, v, scale=1.0)[:2]  # (R, Hkv, g, D), (R, Hkv, g)
-    if len(prefixes) > 1:  # several requests: their prompt parts gathered in row order
-        prefix, lse_prefix = torch.empty_like(own), torch.empty_like(lse_own)
+    # Each row's log-sum-exps padded to a multiple of 32: ATen's elementwise loops run whole SIMD chunks and
+    # finish a tail with scalar code whose exp rounds differently, so every row must sit on the same chunks
+    # whatever the number of rows, or a row's numbers would depend on the others'.
+    heads, width = Hkv * g, -(-Hkv * g // 32) * 32
+    lse = torch.zeros(2, R, width, dtype=lse_own.dtype, device=q.device)  # the prompt's over the own tokens'
+    lse[1, :, :heads].view(R, Hkv, g).copy_(lse_own)
+    prefix = torch.empty_like(own)  # the prompt parts, in row order
     for start, stop, k_p, v_p in prefixes:
         n = stop - start
         q_heads = q[start:stop].transpose(0, 1).reshape(1, Hkv, n * g, D)  # all its rows' queries, per KV head
-        o, lse = FLASH_CPU(q_heads, k_p, v_p, scale=1.0)[:2]  # (1, Hkv, n·g, D), (1, Hkv, n·g)
-        o, lse = o.view(Hkv, n, g, D).transpose(0, 1), lse.view(Hkv, n, g).transpose(0, 1)
-        if len(prefixes) == 1:
-            prefix, lse_prefix = o, lse
-        else:
-            prefix[start:stop], lse_prefix[start:stop] = o, lse
-    w = torch.stack([lse_prefix, lse_own]).softmax(0).to(q.dtype)  # (2, R, Hkv, g)
-    torch.addcmul(prefix * w[0, ..., None], own, w[1, ..., None], out=out.view(R, Hkv, g, D))
+        o, lse_p = FLASH_CPU(q_heads, k_p, v_p, scale=1.0)[:2]  # (1, Hkv, n·g, D), (1, Hkv, n·g)
+        prefix[start:stop] = o.view(Hkv, n, g, D).transpose(0, 1)
+        lse[0, start:stop, :heads].view(n, Hkv, g).copy_(lse_p.view(Hkv, n, g).transpose(0, 1))
+    gap = lse[1] - lse[0]  # (R, width)
+    w_own = torch.sigmoid(gap)[:, :heads].view(R, Hkv, g, 1).to(q.dtype)  # the two-way softmax of the lse's
+    w_prefix = torch.sigmoid(gap.neg_())[:, :heads].view(R, Hkv, g, 1).to(q.dtype)
+    torch.addcmul(prefix * w_prefix, own, w_own, out=out.view(R, Hkv, g, D))
 
 
 FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # returns (out, logsumexp)
