@@ -9,7 +9,7 @@ elementwise. So a row's output depends only on that row, bitwise, whatever the b
 import torch
 from torch import nn
 
-from nsample import kernels, q4_blocks
+from nsample import gguf_blocks, kernels
 
 LEVEL = 254  # the second level's scale is the first's / LEVEL: the first level's rounding error fits in int8
 
@@ -33,7 +33,7 @@ class Int8Linear(nn.Module):
     """y = x·Wᵀ + b with W and x each as two int8 levels; one prepacked oneDNN int8 GEMM per call."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, keep_rows: bool = False,
-                 q4: bool = False):
+                 gguf: bool = False):
         super().__init__()
         q, s = two_level(weight)
         self.out_features, self.in_features = weight.shape
@@ -44,13 +44,13 @@ class Int8Linear(nn.Module):
         self.register_buffer("zero_points", torch.zeros(len(s), dtype=torch.int32))
         self.rows = (q, s) if keep_rows else None  # plain rows, for an embedding tied to this weight
         fused = kernels.ops()  # built (once per machine) while the model loads, not at its first request
-        self.blocks = q4_blocks.split(weight) if q4 and fused else None  # decode on 4-bit blocks, where exact
+        self.blocks = gguf_blocks.split(weight) if gguf and fused else None  # decode on GGUF blocks, where exact
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features).float().contiguous()  # (M, K)
         fused = kernels.ops()  # the same arithmetic in two C++ calls, where it could be built
-        if self.blocks is not None and q4_blocks.in_decode():
-            y = fused.q4_linear(x2, *self.blocks, self.bias)  # (M, N)
+        if self.blocks is not None and gguf_blocks.in_decode():
+            y = gguf_blocks.linear(fused, x2, self.blocks, self.bias)  # (M, N)
             return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
         levels, t1 = (fused or Eager).split_rows(x2)
         y = torch.ops.onednn.qlinear_pointwise(levels, 1.0, 0, self.packed, self.scales, self.zero_points, None,
@@ -98,12 +98,12 @@ class Int8Embedding(nn.Module):
 class SharedInput(nn.Module):
     """Sibling projections of one input (q/k/v, gate/up) as one GEMM; each member returns its slice."""
 
-    def __init__(self, linears: list[nn.Linear], q4: bool = False):
+    def __init__(self, linears: list[nn.Linear], gguf: bool = False):
         super().__init__()
         bias = None
         if any(m.bias is not None for m in linears):
             bias = torch.cat([m.bias if m.bias is not None else m.weight.new_zeros(m.out_features) for m in linears])
-        self.linear = Int8Linear(torch.cat([m.weight for m in linears]), bias, q4=q4)
+        self.linear = Int8Linear(torch.cat([m.weight for m in linears]), bias, gguf=gguf)
         self.sizes = [m.out_features for m in linears]
         self._input: torch.Tensor | None = None  # held, so its identity cannot be reused while parts are pending
         self._parts: list[torch.Tensor | None] = []

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from nsample import q4_blocks
+from nsample import gguf_blocks
 from nsample.cohort import Cohort
 from nsample.config import EngineConfig
 from nsample.outputs import StreamEvent
@@ -69,7 +69,7 @@ class ModelRunner:
         for st in decoding:  # 3) sample a token column for every request with logits
             self._guard(updates, [st], lambda: updates[st.req].events.extend(st.sample(self.token_text)))
         live = [s for s in decoding if s.rows]
-        with q4_blocks.decoding():  # decode forwards: on 4-bit blocks where a layer has them (q4)
+        with gguf_blocks.decoding():  # decode forwards: on a GGUF's blocks where a layer has them (gguf)
             if self.shared and live:  # 4) one decode forward for the live rows of all requests
                 self._guard(updates, live, lambda: self._decode(live))
             for st in live if not self.shared else []:  # forked caches: a forward per request

@@ -26,7 +26,7 @@ from torch import nn
 
 from nsample.int8_linear import Int8Embedding, Int8Linear, Member, SharedInput, int8_gemm_available
 
-MODES = ("none", "int8", "q4")
+MODES = ("none", "int8", "gguf")
 INT8_FLAGS = frozenset({"amx_int8", "avx512_vnni", "avx_vnni"})  # /proc/cpuinfo names of native int8 dot products
 SHARED_INPUTS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # siblings that read the same input
 
@@ -47,48 +47,48 @@ def resolve_quantize(mode: str, device: str | torch.device) -> str:
 
 
 def choose_quantize(mode: str, device_type: str, flags: frozenset[str], int8_ops: bool) -> str:
-    """auto = q4 on a CPU with AVX-512 and native int8 dot products, int8 on one with native int8 dot products
+    """auto = gguf on a CPU with AVX-512 and native int8 dot products, int8 on one with native int8 dot products
     only (both need oneDNN's int8 ops), else none."""
     if mode not in ("auto", *MODES):
         raise ValueError(f"quantize must be one of auto, {', '.join(MODES)}; got {mode!r}")
     cpu = device_type == "cpu"
-    if mode in ("int8", "q4") and not (cpu and int8_ops):
+    if mode in ("int8", "gguf") and not (cpu and int8_ops):
         raise ValueError(f"quantize={mode!r} needs a CPU and a torch build with oneDNN (x86); use 'none' here")
-    if mode == "q4" and "avx512f" not in flags:
-        raise ValueError("quantize='q4' needs a CPU with AVX-512; use 'int8' here")
+    if mode == "gguf" and "avx512f" not in flags:
+        raise ValueError("quantize='gguf' needs a CPU with AVX-512; use 'int8' here")
     if mode != "auto":
         return mode
     if not (cpu and int8_ops and flags & INT8_FLAGS):
         return "none"
-    return "q4" if "avx512f" in flags else "int8"
+    return "gguf" if "avx512f" in flags else "int8"
 
 
 def quantize(model: nn.Module, mode: str) -> nn.Module:
     """Swap `model`'s linear layers (and a tied input embedding) in place for `mode`'s kind; return it."""
     if mode == "none" or any(isinstance(m, Int8Linear) for m in model.modules()):
         return model  # none, or swapped already: a second call changes nothing
-    assert mode in ("int8", "q4"), mode
-    q4 = mode == "q4"
+    assert mode in ("int8", "gguf"), mode
+    gguf = mode == "gguf"
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     tied = type(head) is nn.Linear and embed is not None and head.weight is embed.weight
     for parent in list(model.modules()):
-        _swap_children(parent, skip=head, q4=q4)  # the head is swapped below, with its embedding
+        _swap_children(parent, skip=head, gguf=gguf)  # the head is swapped below, with its embedding
     if type(head) is nn.Linear:
-        new_head = Int8Linear(head.weight, head.bias, keep_rows=tied, q4=q4)
+        new_head = Int8Linear(head.weight, head.bias, keep_rows=tied, gguf=gguf)
         model.set_output_embeddings(new_head)
         if tied:
             model.set_input_embeddings(Int8Embedding(new_head, embed.weight.dtype))
     return model
 
 
-def _swap_children(parent: nn.Module, skip: nn.Module | None, q4: bool) -> None:
+def _swap_children(parent: nn.Module, skip: nn.Module | None, gguf: bool) -> None:
     linears = {name: m for name, m in parent.named_children() if type(m) is nn.Linear and m is not skip}
     for names in SHARED_INPUTS:
         if all(n in linears for n in names):
-            group = SharedInput([linears.pop(n) for n in names], q4=q4)
+            group = SharedInput([linears.pop(n) for n in names], gguf=gguf)
             parent.add_module("_".join(names), group)  # registered once, here; members refer to it
             for i, n in enumerate(names):
                 setattr(parent, n, Member(group, i))
     for name, m in linears.items():
-        setattr(parent, name, Int8Linear(m.weight, m.bias, q4=q4))
+        setattr(parent, name, Int8Linear(m.weight, m.bias, gguf=gguf))

@@ -3,6 +3,8 @@
 Scenarios (each in a fresh process, after a warm-up, on the same model, 64 new tokens per choice, eos ignored):
   1 x n=16             one request of n=16
   8 x n=2              8 requests of n=2 (different prompts of the same length) submitted at once
+  8 x n=2, staggered   the same, each submitted once the previous one has its first token (so no two start
+                       decoding at the same step and each is a cohort of its own)
   16 x n=1             16 requests of n=1 submitted at once
   1 x n=8, prompt 1024 one request with a long prompt
   ttft                 time to the first token of a short request, alone and submitted while a 1024-token
@@ -21,7 +23,8 @@ import time
 
 from benchmark import prompt_of
 
-SCENARIOS = {"single": (1, 16, None), "8x2": (8, 2, None), "16x1": (16, 1, None), "long": (1, 8, 1024)}
+SCENARIOS = {"single": (1, 16, None), "8x2": (8, 2, None), "8x2-staggered": (8, 2, None), "16x1": (16, 1, None),
+             "long": (1, 8, 1024)}
 # name: (requests, n each, prompt tokens; None = --prompt)
 
 
@@ -38,7 +41,11 @@ def measure(args) -> dict:
     kw = dict(n=n, seed=0, max_tokens=args.new_tokens, ignore_eos=True)
     engine.generate(prompts[0], **{**kw, "max_tokens": 2})  # warm-up
     t0 = time.perf_counter()
-    reqs = [engine.submit(p, **kw) for p in prompts]
+    reqs = []
+    for p in prompts:
+        reqs.append(engine.submit(p, **kw))
+        if args.one.endswith("staggered"):
+            next(iter(reqs[-1]))  # its first token: it has started decoding
     results = [r.result() for r in reqs]
     wall = time.perf_counter() - t0
     tokens = sum(r.usage.completion_tokens for r in results)
@@ -109,12 +116,13 @@ def main():
             r = spawn(args, scenario, checkout, quantize)
             rates[name, scenario] = r["tokens"] / r["wall"]
             cells.append(f"{r['wall']:8.2f} s {rates[name, scenario]:7.1f} t/s")
-        label = f"{requests} x n={n}" + (f", prompt {length}" if length else "")
+        label = f"{requests} x n={n}" + (f", prompt {length}" if length else "") + (
+            ", staggered" if scenario.endswith("staggered") else "")
         print(f"{label:<22}" + "".join(f"{c:>24}" for c in cells), flush=True)
     for name in columns:
         single = rates[name, "single"]
-        print(f"{name}: 8 x n=2 aggregate = {rates[name, '8x2'] / single:.2f}x one n=16; "
-              f"16 x n=1 = {rates[name, '16x1'] / single:.2f}x")
+        print(f"{name}: 8 x n=2 aggregate = {rates[name, '8x2'] / single:.2f}x one n=16 (staggered "
+              f"{rates[name, '8x2-staggered'] / single:.2f}x); 16 x n=1 = {rates[name, '16x1'] / single:.2f}x")
     if args.baseline:
         ratio = rates["nsample fp32", "long"] / rates["baseline", "long"]
         print(f"prompt 1024, n=8: nsample fp32 / baseline = {ratio:.2f}x (tokens/s)")

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nsample import kernels, q4_blocks
+from nsample import gguf_blocks, kernels
 from nsample.config import EngineConfig
 from nsample.engine import Engine
 from nsample.engine_base import wrap_seed
@@ -15,9 +15,9 @@ from nsample.quantize import choose_quantize, quantize, resolve_quantize
 from nsample.tiny_model import tiny_model
 
 needs_int8 = pytest.mark.skipif(resolve_quantize("auto", "cpu") == "none", reason="no native int8 GEMM on this CPU")
-HAS_Q4 = resolve_quantize("auto", "cpu") == "q4" and kernels.ops() is not None
-needs_q4 = pytest.mark.skipif(not HAS_Q4, reason="no AVX-512 and int8 GEMM on this CPU, or no C++ toolchain")
-FAST_MODES = [pytest.param("int8", marks=needs_int8), pytest.param("q4", marks=needs_q4)]
+HAS_GGUF = resolve_quantize("auto", "cpu") == "gguf" and kernels.ops() is not None
+needs_gguf = pytest.mark.skipif(not HAS_GGUF, reason="no AVX-512 and int8 GEMM on this CPU, or no C++ toolchain")
+FAST_MODES = [pytest.param("int8", marks=needs_int8), pytest.param("gguf", marks=needs_gguf)]
 AMX = frozenset({"avx2", "avx512f", "avx512_vnni", "amx_int8", "amx_bf16"})
 AVX2 = frozenset({"avx", "avx2", "fma"})
 PROMPTS = ["What is the capital of France?", "Write a haiku about autumn.", "Give me three names for a cat.",
@@ -25,7 +25,7 @@ PROMPTS = ["What is the capital of France?", "Write a haiku about autumn.", "Giv
 
 
 @pytest.mark.parametrize("mode, device, flags, ops, expected", [
-    ("auto", "cpu", AMX, True, "q4"),  # AVX-512 for the 4-bit decode kernel
+    ("auto", "cpu", AMX, True, "gguf"),  # AVX-512 for the block decode kernels
     ("auto", "cpu", AVX2 | {"avx_vnni"}, True, "int8"),
     ("auto", "cpu", AVX2, True, "none"),  # no native int8 dot products: oneDNN would halve the weights
     ("auto", "cpu", AMX, False, "none"),  # a torch build without oneDNN's int8 ops
@@ -39,8 +39,8 @@ def test_auto_picks_int8_only_on_a_cpu_with_native_int8(mode, device, flags, ops
 
 
 @pytest.mark.parametrize("mode, device, flags, ops", [("int8", "cuda", AMX, True), ("int8", "cpu", AMX, False),
-                                                      ("int4", "cpu", AMX, True), ("q4", "cpu", AVX2, True),
-                                                      ("q4", "cuda", AMX, True)])
+                                                      ("int4", "cpu", AMX, True), ("gguf", "cpu", AVX2, True),
+                                                      ("gguf", "cuda", AMX, True)])
 def test_an_unusable_mode_is_refused(mode, device, flags, ops):
     with pytest.raises(ValueError, match="quantize"):
         choose_quantize(mode, device, flags, ops)
@@ -138,35 +138,46 @@ def q4_1(w: torch.Tensor) -> torch.Tensor:
     return torch.addcmul(m, q, d).view_as(w)
 
 
-def test_4bit_blocks_are_read_back_exactly_and_only_from_4bit_weights():
+def q8_0(w: torch.Tensor) -> torch.Tensor:
+    """w rounded to Q8_0 blocks as llama.cpp makes them (per 32 along K: float16 d = max |w| / 127)."""
+    blocks = w.view(len(w), -1, 32)
+    d = (blocks.abs().amax(-1, keepdim=True) / 127).half().float()
+    return ((blocks / d.clamp_min(torch.finfo(torch.float32).tiny)).round().clamp(-127, 127) * d).view_as(w)
+
+
+@pytest.mark.parametrize("kind, rounded", [("q4_1", q4_1), ("q8_0", q8_0)])
+def test_gguf_blocks_are_read_back_exactly_and_only_from_such_weights(kind, rounded):
     torch.manual_seed(0)
-    w = q4_1(torch.randn(40, 96) * torch.logspace(-3, 1, 40)[:, None])
-    q, d, m = q4_blocks.split(w)
-    assert q.shape == (40, 48) and q.dtype == torch.uint8 and d.shape == m.shape == (40, 3)
-    assert torch.equal(q4_blocks.join(q, d, m), w)
-    assert q4_blocks.split(torch.randn(40, 96)) is None  # not 4-bit: the layer stays on int8
-    assert q4_blocks.split(w[:, :80]) is None  # K not a multiple of 32
+    w = rounded(torch.randn(40, 96) * torch.logspace(-3, 1, 40)[:, None])
+    w[2, 32:64] = 0  # an all-zero block
+    blocks = gguf_blocks.split(w)
+    assert blocks[0] == kind and blocks[2].shape == (40, 3)
+    assert blocks[1].shape == ((40, 48) if kind == "q4_1" else (40, 96))
+    assert torch.equal(gguf_blocks.join(blocks), w)
+    assert gguf_blocks.split(torch.randn(40, 96)) is None  # neither: the layer stays on int8
+    assert gguf_blocks.split(w[:, :80]) is None  # K not a multiple of 32
     nudged = w.clone()
     nudged[3, 7] = torch.nextafter(nudged[3, 7], torch.tensor(1e9))
-    assert q4_blocks.split(nudged) is None  # one weight off by an ulp
+    assert gguf_blocks.split(nudged) is None  # one weight off by an ulp
 
 
-@needs_q4
+@needs_gguf
+@pytest.mark.parametrize("rounded", [q4_1, q8_0])
 @torch.inference_mode()
-def test_decode_on_4bit_blocks_is_float32_math_and_each_row_is_bitwise_its_own():
+def test_decode_on_gguf_blocks_is_float32_math_and_each_row_is_bitwise_its_own(rounded):
     torch.manual_seed(0)
-    w, b = q4_1(torch.randn(300, 96)), torch.randn(300)
-    layer, x = Int8Linear(w, b, q4=True), torch.randn(37, 96) * 3  # 37 rows: two full tiles of 16 and 5
+    w, b = rounded(torch.randn(300, 96)), torch.randn(300)
+    layer, x = Int8Linear(w, b, gguf=True), torch.randn(37, 96) * 3  # 37 rows: two full tiles of 16 and 5
     assert layer.blocks is not None
     prefill = layer(x)  # outside decode: the int8 GEMM
-    with q4_blocks.decoding():
+    with gguf_blocks.decoding():
         y = layer(x)
         alone = [layer(x[i:i + 1])[0] for i in range(37)]
     ref = F.linear(x.double(), w.double(), b.double())
     assert (y.double() - ref).abs().max() < 1e-5 * ref.abs().max()  # float32 sums of the exact weights
     assert not torch.equal(y, prefill) and (prefill.double() - ref).abs().max() < 1e-3 * ref.abs().max()
     assert all(torch.equal(a, y[i]) for i, a in enumerate(alone))
-    assert not q4_blocks.in_decode()
+    assert not gguf_blocks.in_decode()
 
 
 @pytest.fixture(scope="module")
@@ -192,11 +203,11 @@ def test_the_quantized_tiny_model_keeps_float32_logits_and_rows_independent(tiny
 
 @pytest.fixture(scope="module")
 def tiny_fast_engines():
-    """The tiny model as int8, and with its weights rounded to Q4_1 blocks as q4 (when this CPU has it)."""
+    """The tiny model as int8, and with its weights rounded to Q4_1 blocks as gguf (when this CPU has it)."""
     engines = {}
-    for mode in ("int8", "q4") if HAS_Q4 else ("int8",):
+    for mode in ("int8", "gguf") if HAS_GGUF else ("int8",):
         model, tokenizer = tiny_model()
-        if mode == "q4":
+        if mode == "gguf":
             with torch.no_grad():
                 for m in model.modules():
                     if isinstance(m, torch.nn.Linear):
@@ -211,7 +222,7 @@ def tiny_fast_engines():
 @pytest.mark.parametrize("seed", [0, 2026])
 def test_seed_contract_holds_on_the_quantized_tiny_model(tiny_fast_engines, mode, seed):
     engine, args = tiny_fast_engines[mode], dict(max_tokens=48, ignore_eos=True, temperature=1.0)
-    if mode == "q4":
+    if mode == "gguf":
         assert all(m.blocks is not None for m in engine.model.modules() if isinstance(m, Int8Linear))
     wide = engine.generate("Once upon a time", n=6, seed=seed, **args)
     alone = [engine.generate("Once upon a time", n=1, seed=wrap_seed(seed + i), **args).choices[0]
@@ -222,9 +233,9 @@ def test_seed_contract_holds_on_the_quantized_tiny_model(tiny_fast_engines, mode
 
 @pytest.fixture(scope="module")
 def smol_engines():
-    """The embedded SmolLM2 as float32, int8 and (on AVX-512) q4 engines, by mode."""
+    """The embedded SmolLM2 as float32, int8 and (on AVX-512) gguf engines, by mode."""
     engines = {}
-    for mode in ("none", "int8", "q4") if HAS_Q4 else ("none", "int8"):
+    for mode in ("none", "int8", "gguf") if HAS_GGUF else ("none", "int8"):
         model, tokenizer, name = load_pretrained(None, torch.device("cpu"), torch.float32)
         engines[mode] = Engine(quantize(model, mode), tokenizer, EngineConfig(quantize=mode), name=name)
     yield engines
@@ -251,9 +262,9 @@ def test_the_fast_paths_keep_the_embedded_models_greedy_output(smol_engines, mod
 @pytest.mark.parametrize("mode", FAST_MODES)
 def test_seed_contract_holds_on_the_quantized_embedded_model(smol_engines, mode):
     fast = smol_engines[mode]
-    if mode == "q4":  # every projection decodes on its GGUF blocks; the Q8_0 LM head on int8
-        layers = [m for m in fast.model.modules() if isinstance(m, Int8Linear)]
-        assert sum(m.blocks is not None for m in layers) == len(layers) - 1 == 30 * 4
+    if mode == "gguf":  # every projection decodes on its Q4_1 blocks, the LM head on its Q8_0 blocks
+        kinds = [m.blocks[0] for m in fast.model.modules() if isinstance(m, Int8Linear)]
+        assert sorted(kinds) == ["q4_1"] * 30 * 4 + ["q8_0"]
     chat, args = [{"role": "user", "content": "Write a short poem about the sea."}], dict(max_tokens=64,
                                                                                         ignore_eos=True)
     wide = fast.generate(chat, n=6, seed=7, **args)

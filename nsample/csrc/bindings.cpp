@@ -5,9 +5,12 @@ std::vector<at::Tensor> split_rows(const at::Tensor& x);
 at::Tensor join_levels(const at::Tensor& y, const at::Tensor& t1, const c10::optional<at::Tensor>& bias);
 at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d, const at::Tensor& m,
                      const c10::optional<at::Tensor>& bias);
+at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d,
+                     const c10::optional<at::Tensor>& bias);
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("split_rows", &split_rows, "int8_rows.cpp: activation rows to two int8 levels");
   m.def("join_levels", &join_levels, "int8_rows.cpp: the four level products to the output");
-  m.def("q4_linear", &q4_linear, "q4_rows.cpp: a linear layer on 4-bit blocks, float32 sums");
+  m.def("q4_linear", &q4_linear, "block_rows.cpp: a linear layer on 4-bit blocks (Q4_1), float32 sums");
+  m.def("q8_linear", &q8_linear, "block_rows.cpp: a linear layer on 8-bit blocks (Q8_0), float32 sums");
 }

@@ -1,0 +1,115 @@
+// Decode-time linear layers on a GGUF's own blocks (nsample/gguf_blocks.py): Q4_1, every 32 weights of a row along
+// K d·q + m with q in 0..15 (the embedded model's projections), and Q8_0, d·q with q in -127..127 (its LM head).
+// The weight is expanded to float32 block by block, in registers, with the same single rounding as the float32
+// model's dequantized weight, so the expanded weights equal it bitwise, and multiplied into each activation row
+// in float32. Each output element is one row's sums in a fixed order whatever the other rows: rows stay
+// independent, bitwise.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+
+namespace {
+
+// One output column n for R rows: y[r] = sum over blocks of x[r, block] · (d·q + m).
+template <int R>
+__attribute__((target("avx512f,fma"))) void column(const float* x, int64_t K, const uint8_t* q, const float* d,
+                                                   const float* m, float* y, int64_t ldy) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const __m128i low = _mm_set1_epi8(0x0F);
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + b * 16));
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(bytes, low)));  // weights 0..15
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(bytes, 4), low)));
+    const __m512 vd = _mm512_set1_ps(d[b]), vm = _mm512_set1_ps(m[b]);
+    const __m512 w0 = _mm512_fmadd_ps(lo, vd, vm), w1 = _mm512_fmadd_ps(hi, vd, vm);
+    for (int r = 0; r < R; ++r) {
+      const float* xr = x + r * K + b * 32;
+      acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), w0, acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), w1, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r * ldy] = _mm512_reduce_add_ps(acc[r]);
+}
+
+// The same for 8-bit blocks (Q8_0, the embedded model's LM head): every 32 weights are d·q with q in -127..127.
+template <int R>
+__attribute__((target("avx512f,fma"))) void column8(const float* x, int64_t K, const int8_t* q, const float* d,
+                                                    float* y, int64_t ldy) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const __m512 vd = _mm512_set1_ps(d[b]);
+    const __m512 w0 = _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + b * 32)))), vd);
+    const __m512 w1 = _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + b * 32 + 16)))),
+        vd);
+    for (int r = 0; r < R; ++r) {
+      const float* xr = x + r * K + b * 32;
+      acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), w0, acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), w1, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r * ldy] = _mm512_reduce_add_ps(acc[r]);
+}
+
+template <int R>
+void rows8(const float* x, int64_t K, const uint8_t* q, const float* d, const float* /*m*/, float* y, int64_t N,
+           int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n)
+    column8<R>(x, K, reinterpret_cast<const int8_t*>(q) + n * K, d + n * (K / 32), y + n, N);
+}
+
+template <int R>
+void rows(const float* x, int64_t K, const uint8_t* q, const float* d, const float* m, float* y, int64_t N,
+          int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n)
+    column<R>(x, K, q + n * (K / 2), d + n * (K / 32), m + n * (K / 32), y + n, N);
+}
+
+using Rows = void (*)(const float*, int64_t, const uint8_t*, const float*, const float*, float*, int64_t, int64_t,
+                      int64_t);
+constexpr int TILE = 16;  // rows per pass over the weights (16 accumulators fit AVX-512's 32 registers)
+const Rows BY_ROWS[TILE + 1] = {nullptr, rows<1>, rows<2>, rows<3>, rows<4>, rows<5>, rows<6>, rows<7>, rows<8>,
+                                rows<9>, rows<10>, rows<11>, rows<12>, rows<13>, rows<14>, rows<15>, rows<16>};
+const Rows BY_ROWS8[TILE + 1] = {nullptr, rows8<1>, rows8<2>, rows8<3>, rows8<4>, rows8<5>, rows8<6>, rows8<7>,
+                                 rows8<8>, rows8<9>, rows8<10>, rows8<11>, rows8<12>, rows8<13>, rows8<14>,
+                                 rows8<15>, rows8<16>};
+
+at::Tensor blocks_linear(const Rows* by_rows, const at::Tensor& x, const at::Tensor& q, const at::Tensor& d,
+                         const float* m, const c10::optional<at::Tensor>& bias) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float (M, K)");
+  const int64_t M = x.size(0), K = x.size(1), N = q.size(0);
+  TORCH_CHECK(K % 32 == 0 && d.size(1) == K / 32, "weights: blocks of 32 along K");
+  auto y = at::empty({M, N}, x.options());
+  const float* xp = x.data_ptr<float>();
+  const uint8_t* qp = static_cast<const uint8_t*>(q.data_ptr());
+  const float* dp = d.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
+    for (int64_t r0 = 0; r0 < M; r0 += TILE) {
+      const int64_t R = std::min<int64_t>(TILE, M - r0);
+      by_rows[R](xp + r0 * K, K, qp, dp, m, yp + r0 * N, N, n0, n1);
+    }
+  });
+  if (bias.has_value()) y.add_(*bias);
+  return y;
+}
+
+}  // namespace
+
+// x (M, K) float, q (N, K/2) uint8 (byte j of a block: weight j in the low nibble, weight 16 + j in the high),
+// d, m (N, K/32) float, bias (N) or None -> (M, N) float.
+at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d, const at::Tensor& m,
+                     const c10::optional<at::Tensor>& bias) {
+  TORCH_CHECK(q.size(1) == x.size(1) / 2 && q.scalar_type() == at::kByte, "q: uint8 (N, K/2)");
+  return blocks_linear(BY_ROWS, x, q, d, m.data_ptr<float>(), bias);
+}
+
+// x (M, K) float, q (N, K) int8, d (N, K/32) float, bias (N) or None -> (M, N) float.
+at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d,
+                     const c10::optional<at::Tensor>& bias) {
+  TORCH_CHECK(q.size(1) == x.size(1) && q.scalar_type() == at::kChar, "q: int8 (N, K)");
+  return blocks_linear(BY_ROWS8, x, q, d, nullptr, bias);
+}
