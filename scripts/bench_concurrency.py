@@ -44,8 +44,8 @@ def measure(args) -> dict:
     reqs = []
     for p in prompts:
         reqs.append(engine.submit(p, **kw))
-        if args.one.endswith("staggered"):
-            next(iter(reqs[-1]))  # its first token: it has started decoding
+        while args.one.endswith("staggered") and not reqs[-1].started:  # until its first token (it decodes)
+            time.sleep(0.001)  # polled: an iterator left unfinished would cancel the request
     results = [r.result() for r in reqs]
     wall = time.perf_counter() - t0
     tokens = sum(r.usage.completion_tokens for r in results)
