@@ -12,6 +12,7 @@ compiler, or with NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead a
 """
 import logging
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -41,6 +42,7 @@ def _build():
     try:
         from torch.utils.cpp_extension import load
 
+        _ninja_on_path()
         where.mkdir(parents=True, exist_ok=True)
         if not any(where.glob("*.so")):
             log.warning("building nsample's C++ kernels into %s (once, about 30 s)", where)
@@ -49,3 +51,13 @@ def _build():
     except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a read-only home: the ATen ops still work
         log.warning("nsample's C++ kernels could not be built (%s); using ATen ops, which are slower", e)
         return None
+
+
+def _ninja_on_path() -> None:
+    """torch runs `ninja` from PATH; a virtualenv's pip-installed ninja is not on it unless the venv is active."""
+    if shutil.which("ninja") is None:
+        try:
+            import ninja
+        except ImportError:
+            return
+        os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])

@@ -54,7 +54,7 @@ def test_two_levels_reconstruct_each_row_to_a_65000th_of_its_maximum():
     assert ((approx - w).abs().amax(1) <= w.abs().amax(1) / (127 * 254 * 2) * 1.01).all()
 
 
-@pytest.mark.skipif(not (shutil.which("g++") and shutil.which("ninja")), reason="no C++ toolchain to build with")
+@pytest.mark.skipif(not shutil.which("g++"), reason="no C++ compiler to build with")  # ninja: a dependency
 @torch.inference_mode()
 def test_the_cpp_kernels_build_and_do_bitwise_what_the_aten_ops_do():
     fused = kernels.ops()
