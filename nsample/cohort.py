@@ -19,8 +19,8 @@ class Cohort:
         """Start the buffers of these just-prefilled requests (SharedKV, each with its prompt's KV and rows)."""
         like = members[0].prefix[0][0]  # (1, Hkv, P, D)
         _, heads, _, dim = like.shape
-        rows, self.max_new = sum(m.rows for m in members), max(m.max_new for m in members)
-        size = (rows, heads, min(self.max_new, FIRST_CHUNK), dim)
+        rows = sum(m.rows for m in members)
+        size = (rows, heads, min(max(m.max_new for m in members), FIRST_CHUNK), dim)
         self.keys = [like.new_zeros(size) for _ in members[0].prefix]  # per layer (rows, Hkv, capacity, D)
         self.values = [like.new_zeros(size) for _ in members[0].prefix]
         self.length = 0  # generated tokens stored per row, including the one being decoded
@@ -44,7 +44,8 @@ class Cohort:
         self.length = length
         capacity = self.keys[0].shape[2]
         if capacity < length:
-            pad = min(self.max_new, max(length, 2 * capacity)) - capacity
+            most = max(m.max_new for m in members)  # no row still running needs more (what its request reserved)
+            pad = min(most, max(length, 2 * capacity)) - capacity
             self.keys = [torch.nn.functional.pad(k, (0, 0, 0, pad)) for k in self.keys]  # (rows, Hkv, L, D) along L
             self.values = [torch.nn.functional.pad(v, (0, 0, 0, pad)) for v in self.values]
 
