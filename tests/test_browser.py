@@ -124,7 +124,8 @@ def test_three_cards_stream_then_report_reproduce_export(page):
     with page.expect_download() as download:
         page.locator("#ns-download-json").click()
     record = json.loads(Path(download.value.path()).read_text())
-    assert [c["text"].strip() for c in record["choices"]] == texts
+    # the cards show the text as the browser lays it out ("\r\n" read back as "\n", ...): compare the words
+    assert [c["text"].split() for c in record["choices"]] == [t.split() for t in texts]
     assert record["parameters"]["n"] == 3 and record["usage"]["completion_tokens"] > 0
 
 
