@@ -8,7 +8,8 @@
 - block_rows.cpp: decode on a GGUF's own 4- and 8-bit blocks (gguf_blocks.py), float32 sums, AVX-512.
 They are compiled (g++ and ninja, about 30 s) the first time a quantized model loads, into $TORCH_EXTENSIONS_DIR
 (else ~/.cache/torch_extensions), keyed by torch version; later loads take the built library. Without a
-compiler, or with NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead and decode stays on int8.
+compiler, on a CPU without AVX2, or with NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead and
+decode stays on int8.
 """
 import logging
 import os
@@ -32,7 +33,8 @@ def ops():
     if "ops" not in _built:
         with _lock:
             if "ops" not in _built:
-                _built["ops"] = None if os.environ.get("NSAMPLE_NO_CPP") else _build()
+                usable = torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")  # compiled for AVX2
+                _built["ops"] = None if os.environ.get("NSAMPLE_NO_CPP") or not usable else _build()
     return _built["ops"]
 
 
