@@ -8,43 +8,48 @@
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 
+#include <array>
+#include <utility>
+
 namespace {
 
-// One output column n for R rows: y[r] = sum over blocks of x[r, block] · (d·q + m).
-template <int R>
-__attribute__((target("avx512f,fma"))) void column(const float* x, int64_t K, const uint8_t* q, const float* d,
-                                                   const float* m, float* y, int64_t ldy) {
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  const __m128i low = _mm_set1_epi8(0x0F);
-  for (int64_t b = 0; b < K / 32; ++b) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + b * 16));
+#define AVX512 __attribute__((target("avx512f,fma")))
+
+// Q4_1: 16 bytes per block (weight j in byte j's low nibble, 16 + j in its high one), weights d·q + m.
+struct Q4_1 {
+  static constexpr int64_t BYTES = 16;
+  AVX512 static inline void expand(const uint8_t* q, float d, float m, __m512& w0, __m512& w1) {
+    const __m128i low = _mm_set1_epi8(0x0F), bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
     const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(bytes, low)));  // weights 0..15
     const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(bytes, 4), low)));
-    const __m512 vd = _mm512_set1_ps(d[b]), vm = _mm512_set1_ps(m[b]);
-    const __m512 w0 = _mm512_fmadd_ps(lo, vd, vm), w1 = _mm512_fmadd_ps(hi, vd, vm);
-    for (int r = 0; r < R; ++r) {
-      const float* xr = x + r * K + b * 32;
-      acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), w0, acc[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), w1, acc[r]);
-    }
+    const __m512 vd = _mm512_set1_ps(d), vm = _mm512_set1_ps(m);
+    w0 = _mm512_fmadd_ps(lo, vd, vm);
+    w1 = _mm512_fmadd_ps(hi, vd, vm);
   }
-  for (int r = 0; r < R; ++r) y[r * ldy] = _mm512_reduce_add_ps(acc[r]);
-}
+};
 
-// The same for 8-bit blocks (Q8_0, the embedded model's LM head): every 32 weights are d·q with q in -127..127.
-template <int R>
-__attribute__((target("avx512f,fma"))) void column8(const float* x, int64_t K, const int8_t* q, const float* d,
-                                                    float* y, int64_t ldy) {
+// Q8_0: 32 signed bytes per block, weights d·q (m unused).
+struct Q8_0 {
+  static constexpr int64_t BYTES = 32;
+  AVX512 static inline void expand(const uint8_t* q, float d, float, __m512& w0, __m512& w1) {
+    const __m512 vd = _mm512_set1_ps(d);
+    w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)))),
+                       vd);
+    w1 = _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)))), vd);
+  }
+};
+
+// One output column for R rows: y[r] = sum over blocks of x[r, block] · (the block's weights); q, d, m are the
+// column's own (m null for Q8_0).
+template <class Format, int R>
+AVX512 void column(const float* x, int64_t K, const uint8_t* q, const float* d, const float* m, float* y,
+                   int64_t ldy) {
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < K / 32; ++b) {
-    const __m512 vd = _mm512_set1_ps(d[b]);
-    const __m512 w0 = _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + b * 32)))), vd);
-    const __m512 w1 = _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + b * 32 + 16)))),
-        vd);
+    __m512 w0, w1;
+    Format::expand(q + b * Format::BYTES, d[b], m ? m[b] : 0.0f, w0, w1);
     for (int r = 0; r < R; ++r) {
       const float* xr = x + r * K + b * 32;
       acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), w0, acc[r]);
@@ -54,28 +59,25 @@ __attribute__((target("avx512f,fma"))) void column8(const float* x, int64_t K, c
   for (int r = 0; r < R; ++r) y[r * ldy] = _mm512_reduce_add_ps(acc[r]);
 }
 
-template <int R>
-void rows8(const float* x, int64_t K, const uint8_t* q, const float* d, const float* /*m*/, float* y, int64_t N,
-           int64_t n0, int64_t n1) {
-  for (int64_t n = n0; n < n1; ++n)
-    column8<R>(x, K, reinterpret_cast<const int8_t*>(q) + n * K, d + n * (K / 32), y + n, N);
-}
-
-template <int R>
+// Output columns [n0, n1) for R rows.
+template <class Format, int R>
 void rows(const float* x, int64_t K, const uint8_t* q, const float* d, const float* m, float* y, int64_t N,
           int64_t n0, int64_t n1) {
+  const int64_t nb = K / 32;
   for (int64_t n = n0; n < n1; ++n)
-    column<R>(x, K, q + n * (K / 2), d + n * (K / 32), m + n * (K / 32), y + n, N);
+    column<Format, R>(x, K, q + n * nb * Format::BYTES, d + n * nb, m ? m + n * nb : nullptr, y + n, N);
 }
 
 using Rows = void (*)(const float*, int64_t, const uint8_t*, const float*, const float*, float*, int64_t, int64_t,
                       int64_t);
 constexpr int TILE = 16;  // rows per pass over the weights (16 accumulators fit AVX-512's 32 registers)
-const Rows BY_ROWS[TILE + 1] = {nullptr, rows<1>, rows<2>, rows<3>, rows<4>, rows<5>, rows<6>, rows<7>, rows<8>,
-                                rows<9>, rows<10>, rows<11>, rows<12>, rows<13>, rows<14>, rows<15>, rows<16>};
-const Rows BY_ROWS8[TILE + 1] = {nullptr, rows8<1>, rows8<2>, rows8<3>, rows8<4>, rows8<5>, rows8<6>, rows8<7>,
-                                 rows8<8>, rows8<9>, rows8<10>, rows8<11>, rows8<12>, rows8<13>, rows8<14>,
-                                 rows8<15>, rows8<16>};
+
+template <class Format, size_t... R>
+constexpr std::array<Rows, TILE + 1> by_rows(std::index_sequence<R...>) {  // [R] handles R rows, R = 1..TILE
+  return {nullptr, rows<Format, R + 1>...};
+}
+const auto BY_ROWS_Q4_1 = by_rows<Q4_1>(std::make_index_sequence<TILE>());
+const auto BY_ROWS_Q8_0 = by_rows<Q8_0>(std::make_index_sequence<TILE>());
 
 at::Tensor blocks_linear(const Rows* by_rows, const at::Tensor& x, const at::Tensor& q, const at::Tensor& d,
                          const float* m, const c10::optional<at::Tensor>& bias) {
@@ -104,12 +106,12 @@ at::Tensor blocks_linear(const Rows* by_rows, const at::Tensor& x, const at::Ten
 at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d, const at::Tensor& m,
                      const c10::optional<at::Tensor>& bias) {
   TORCH_CHECK(q.size(1) == x.size(1) / 2 && q.scalar_type() == at::kByte, "q: uint8 (N, K/2)");
-  return blocks_linear(BY_ROWS, x, q, d, m.data_ptr<float>(), bias);
+  return blocks_linear(BY_ROWS_Q4_1.data(), x, q, d, m.data_ptr<float>(), bias);
 }
 
 // x (M, K) float, q (N, K) int8, d (N, K/32) float, bias (N) or None -> (M, N) float.
 at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d,
                      const c10::optional<at::Tensor>& bias) {
   TORCH_CHECK(q.size(1) == x.size(1) && q.scalar_type() == at::kChar, "q: int8 (N, K)");
-  return blocks_linear(BY_ROWS8, x, q, d, nullptr, bias);
+  return blocks_linear(BY_ROWS_Q8_0.data(), x, q, d, nullptr, bias);
 }
