@@ -19,15 +19,14 @@ class Cohort:
         """Start the buffers of these just-prefilled requests (SharedKV, each with its prompt's KV and rows)."""
         like = members[0].prefix[0][0]  # (1, Hkv, P, D)
         _, heads, _, dim = like.shape
-        rows = sum(m.rows for m in members)
+        rows = sum(len(m.slots) for m in members)
         size = (rows, heads, min(max(m.max_new for m in members), FIRST_CHUNK), dim)
         self.keys = [like.new_zeros(size) for _ in members[0].prefix]  # per layer (rows, Hkv, capacity, D)
         self.values = [like.new_zeros(size) for _ in members[0].prefix]
         self.length = 0  # generated tokens stored per row, including the one being decoded
-        first = 0
         for m in members:
-            m.cohort, m.slots = self, list(range(first, first + m.rows))
-            first += m.rows
+            m.cohort = self
+        _place(members)
 
     def prepare(self, members: list, length: int) -> None:
         """Before a decode step: keep only these members' rows, in this order (each member's rows contiguous),
@@ -37,10 +36,7 @@ class Cohort:
             where = torch.tensor(index, device=self.keys[0].device)
             self.keys = [k.index_select(0, where) for k in self.keys]
             self.values = [v.index_select(0, where) for v in self.values]
-            first = 0
-            for m in members:
-                m.slots = list(range(first, first + len(m.slots)))
-                first += len(m.slots)
+            _place(members)
         self.length = length
         capacity = self.keys[0].shape[2]
         if capacity < length:
@@ -56,3 +52,11 @@ class Cohort:
         keys.narrow(2, t - 1, 1).copy_(key)
         values.narrow(2, t - 1, 1).copy_(value)
         return keys.narrow(2, 0, t), values.narrow(2, 0, t)
+
+
+def _place(members: list) -> None:
+    """Give the members' rows the buffers' rows in order, each member's contiguous."""
+    first = 0
+    for m in members:
+        m.slots = list(range(first, first + len(m.slots)))
+        first += len(m.slots)

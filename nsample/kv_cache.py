@@ -21,9 +21,8 @@ class SharedKV:
         self.max_new = max_new
         self.prefill_cache: DynamicCache | None = DynamicCache(config=model.config)
         self.prefix: list[tuple[torch.Tensor, torch.Tensor]] = []  # (1, Hkv, P, D) per layer, once prefilled
-        self.rows = 0  # rows decoded on top of the prompt, once prefilled
         self.cohort = None  # where the rows' generated keys and values live, from their first decode step on
-        self.slots: list[int] = []  # this request's rows in the cohort's buffers, in row order
+        self.slots: list[int] = []  # each row's place in the cohort's buffers, in row order (one per row)
 
     def extend(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store a prompt chunk's keys and values (1, Hkv, C, D); return the prompt's so far (1, Hkv, P0 + C, D)."""
@@ -32,11 +31,11 @@ class SharedKV:
     def fork(self, rows: int) -> None:
         """The prompt is prefilled: keep its KV once, for `rows` rows to decode on top of it."""
         self.prefix = [(layer.keys, layer.values) for layer in self.prefill_cache.layers]  # (1, Hkv, P, D) each
-        self.prefill_cache, self.rows = None, rows
+        self.prefill_cache, self.slots = None, list(range(rows))  # placed for real when it joins a cohort
 
     def keep(self, rows: list[int]) -> None:
         """Keep only these rows, in this order (the cohort drops the others before the next decode step)."""
-        self.slots, self.rows = [self.slots[i] for i in rows] if self.cohort else [], len(rows)
+        self.slots = [self.slots[i] for i in rows]
 
 
 class ForkedKV:

@@ -56,23 +56,28 @@ def test_one_decode_forward_per_step_for_four_concurrent_requests(fresh):
 
 def test_requests_that_start_together_share_a_cohort_and_each_keeps_its_own_tokens(fresh):
     engine = fresh()
+    asks = {"a": ("Cohort A", dict(n=3, seed=5, max_tokens=30)),
+            "b": ("Cohort B, whose rows finish early", dict(n=2, seed=6, max_tokens=6)),
+            "c": ("Cohort C, cancelled", dict(n=2, seed=7, max_tokens=4000)),
+            "d": ("D arrives later", dict(n=2, seed=8, max_tokens=10))}
+
+    def submit(key):
+        return engine.submit(asks[key][0], **asks[key][1], ignore_eos=True)
+
     with decode_cohorts(engine.model) as cohorts:
         with held(engine):
-            a = engine.submit("Cohort A", n=3, seed=5, max_tokens=30, ignore_eos=True)
-            b = engine.submit("Cohort B, whose rows finish early", n=2, seed=6, max_tokens=6, ignore_eos=True)
-            c = engine.submit("Cohort C, cancelled", n=2, seed=7, max_tokens=4000, ignore_eos=True)
-        events = iter(c)
+            reqs = {key: submit(key) for key in "abc"}
+        events = iter(reqs["c"])
         for _ in range(2 * 3):  # three steps of C's rows
             next(events)
-        d = engine.submit("D arrives later", n=2, seed=8, max_tokens=10, ignore_eos=True)
-        c.cancel()
-        results = [r.result(timeout=120) for r in (a, b, d)]
+        reqs["d"] = submit("d")
+        reqs["c"].cancel()
+        results = {key: reqs[key].result(timeout=120) for key in "abd"}
     assert cohorts[0] == [[3, 2, 2]]  # the three that arrived together: one cohort, one own-token call per layer
     assert [[3], [2]] in cohorts  # C cancelled, B finished: A's rows kept, D in a cohort of its own
     assert all(sum(map(len, step)) <= 2 for step in cohorts[cohorts.index([[3], [2]]):])  # ... then each alone
-    for (prompt, n, seed, max_tokens), r in zip([("Cohort A", 3, 5, 30), ("Cohort B, whose rows finish early", 2, 6,
-                                                 6), ("D arrives later", 2, 8, 10)], results):
-        alone = engine.generate(prompt, n=n, seed=seed, max_tokens=max_tokens, ignore_eos=True)
+    for key, r in results.items():
+        alone = engine.generate(asks[key][0], **asks[key][1], ignore_eos=True)
         assert [c.token_ids for c in r.choices] == [c.token_ids for c in alone.choices]
 
 
