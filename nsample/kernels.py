@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 log = logging.getLogger(__name__)
-SOURCES = [Path(__file__).with_name("csrc") / f for f in ("bindings.cpp", "int8_rows.cpp", "block_rows.cpp")]
+SOURCES = [Path(__file__).with_name("csrc") / f for f in ("bindings.cpp", "int8_rows.cpp", "block_rows.cpp", "decode_layer.cpp")]
 FLAGS = ["-O3", "-fopenmp", "-mavx2", "-mfma",  # quantized paths run only on CPUs with AVX2 and FMA (VNNI ones)
          "-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
 _lock = threading.Lock()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from nsample import gguf_blocks
+from nsample import fused_decode, gguf_blocks
 from nsample.cohort import Cohort
 from nsample.config import EngineConfig
 from nsample.outputs import StreamEvent
@@ -39,6 +39,7 @@ class ModelRunner:
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.eos_ids, self.vocab, self.shared, self.token_text = eos_ids, vocab, shared, token_text
         self.states: dict[Request, RequestState] = {}  # in admission order
+        self.fused = fused_decode.build(model) if shared else None  # decode steps in C++ kernels, where they apply
 
     @property
     def busy(self) -> bool:
@@ -116,8 +117,11 @@ class ModelRunner:
         column = torch.cat([st.column for st in order])[:, None]  # (B, 1)
         positions = torch.tensor([len(st.req.prompt_ids) + st.generated - 1 for st in order for _ in range(st.width)],
                                  device=column.device)[:, None]  # (B, 1)
-        logits = self.model(input_ids=column, position_ids=positions, use_cache=False,
-                            nsample_batch=groups).logits[:, -1]  # (B, V)
+        if self.fused:
+            logits = self.fused(column, positions, groups)  # (B, V)
+        else:
+            logits = self.model(input_ids=column, position_ids=positions, use_cache=False,
+                                nsample_batch=groups).logits[:, -1]  # (B, V)
         first = 0
         for st in order:
             st.take_logits(logits[first:first + st.width])

@@ -2,7 +2,8 @@
 
 The runner is stepped on this thread (no engine worker), with wall-clock hooks around the model's parts: the
 projections (q/k/v, o, gate/up, down), the LM head, the attention core (rotary embedding excluded), the norms,
-sampling, and the rest (prefill, per-row bookkeeping, Python). The hooks cost a little themselves.
+sampling, and the rest (prefill, per-row bookkeeping, Python). Where decode steps run in the C++ kernels
+(nsample/fused_decode.py, quantize gguf), the parts are those kernels' calls instead. The hooks cost a little.
 Usage: python scripts/profile_step.py [--quantize auto|none] [--requests 1] [--n 8] [--prompt 16] [--new-tokens 64]
 """
 import argparse
@@ -44,6 +45,26 @@ def hook(model, spent: dict) -> None:
                                                                                 - starts.pop(m)))
 
 
+FUSED = {"norm_linear": "norm + q/k/v", "decode_attention": "rotary + KV append + attention",
+         "linear_add": "o, down + residual", "norm_swiglu": "norm + gate/up + SiLU·mul"}
+
+
+class TimedOps:
+    """The fused decoder's kernels, each call timed into its part (the LM head is norm_linear at vocabulary width)."""
+
+    def __init__(self, ops, spent: dict, vocab: int):
+        self.ops, self.spent, self.vocab = ops, spent, vocab
+
+    def __getattr__(self, name):
+        def call(*args):
+            t0 = time.perf_counter()
+            out = getattr(self.ops, name)(*args)
+            head = out is not None and out.shape[-1] == self.vocab
+            self.spent["norm + LM head" if head else FUSED[name]] += time.perf_counter() - t0
+            return out
+        return call
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quantize", default="auto")
@@ -57,7 +78,9 @@ def main():
     runner = model_runner.ModelRunner(engine.model, engine.tokenizer, engine.config, engine.eos_ids,
                                       engine.vocab_size, engine.shared_prefix, engine.token_text)
     spent = collections.defaultdict(float)
-    hook(engine.model, spent)
+    hook(engine.model, spent)  # prefill, and decode where the model's own forward runs it
+    if runner.fused is not None:
+        runner.fused.ops = TimedOps(runner.fused.ops, spent, engine.vocab_size)
     for name in ("attend", "attend_cpu"):  # the decode attention: one is used, by device
         setattr(prefix_attention, name, timed(spent, "attention core", getattr(prefix_attention, name)))
     request_state.sampler.sample_rows = timed(spent, "sampling", request_state.sampler.sample_rows)
@@ -76,12 +99,13 @@ def main():
     run()  # warm-up
     spent.clear()
     steps, wall = run()
-    print(f"{engine.name}, quantize {engine.quantize}, torch {torch.__version__}, {torch.get_num_threads()} threads; "
+    fused = " (fused decode)" if runner.fused else ""
+    print(f"{engine.name}, quantize {engine.quantize}{fused}, torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"{args.requests} request(s) of n={args.n}, prompt {args.prompt}, {args.new_tokens} tokens: "
           f"{wall / steps * 1e3:.1f} ms per step, {args.requests * args.n * args.new_tokens / wall:.0f} tokens/s")
     rest = wall - sum(spent.values())
     for part, seconds in sorted({**spent, "rest (prefill, rows, Python)": rest}.items(), key=lambda x: -x[1]):
-        print(f"| {part:<28} | {seconds / steps * 1e3:6.1f} ms | {seconds / wall:4.0%} |")
+        print(f"| {part:<30} | {seconds / steps * 1e3:6.1f} ms | {seconds / wall:4.0%} |")
 
 
 if __name__ == "__main__":

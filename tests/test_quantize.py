@@ -4,6 +4,7 @@ import shutil
 import pytest
 import torch
 import torch.nn.functional as F
+from gguf_rounding import HAS_GGUF, needs_gguf, q4_1, q8_0, round_to_q4_1
 
 from nsample import gguf_blocks, kernels
 from nsample.config import EngineConfig
@@ -15,8 +16,6 @@ from nsample.quantize import choose_quantize, quantize, resolve_quantize
 from nsample.tiny_model import tiny_model
 
 needs_int8 = pytest.mark.skipif(resolve_quantize("auto", "cpu") == "none", reason="no native int8 GEMM on this CPU")
-HAS_GGUF = resolve_quantize("auto", "cpu") == "gguf" and kernels.ops() is not None
-needs_gguf = pytest.mark.skipif(not HAS_GGUF, reason="no AVX-512 and int8 GEMM on this CPU, or no C++ toolchain")
 FAST_MODES = [pytest.param("int8", marks=needs_int8), pytest.param("gguf", marks=needs_gguf)]
 AMX = frozenset({"avx2", "avx512f", "avx512_vnni", "amx_int8", "amx_bf16"})
 AVX2 = frozenset({"avx", "avx2", "fma"})
@@ -127,24 +126,6 @@ def test_projections_of_one_input_share_one_gemm_and_keep_their_biases():
     assert not torch.equal(block(x + 1)[1], got[1])
 
 
-def q4_1(w: torch.Tensor) -> torch.Tensor:
-    """w rounded to Q4_1 blocks as llama.cpp makes them (per 32 along K: float16 m = min, d = (max - min)/15)."""
-    blocks = w.view(len(w), -1, 32)
-    m = blocks.amin(-1, keepdim=True).half().float()
-    d = ((blocks.amax(-1, keepdim=True) - m) / 15).half().float()
-    q = ((blocks - m) / d.clamp_min(torch.finfo(torch.float32).tiny)).round().clamp(0, 15)  # d = 0: all q = 0
-    q.scatter_(-1, blocks.argmax(-1, keepdim=True), 15.0)  # the maximum is q = 15, the minimum q = 0
-    q.scatter_(-1, blocks.argmin(-1, keepdim=True), 0.0)
-    return torch.addcmul(m, q, d).view_as(w)
-
-
-def q8_0(w: torch.Tensor) -> torch.Tensor:
-    """w rounded to Q8_0 blocks as llama.cpp makes them (per 32 along K: float16 d = max |w| / 127)."""
-    blocks = w.view(len(w), -1, 32)
-    d = (blocks.abs().amax(-1, keepdim=True) / 127).half().float()
-    return ((blocks / d.clamp_min(torch.finfo(torch.float32).tiny)).round().clamp(-127, 127) * d).view_as(w)
-
-
 @pytest.mark.parametrize("kind, rounded", [("q4_1", q4_1), ("q8_0", q8_0)])
 def test_gguf_blocks_are_read_back_exactly_and_only_from_such_weights(kind, rounded):
     torch.manual_seed(0)
@@ -207,11 +188,7 @@ def tiny_fast_engines():
     engines = {}
     for mode in ("int8", "gguf") if HAS_GGUF else ("int8",):
         model, tokenizer = tiny_model()
-        if mode == "gguf":
-            with torch.no_grad():
-                for m in model.modules():
-                    if isinstance(m, torch.nn.Linear):
-                        m.weight.copy_(q4_1(m.weight))
+        model = round_to_q4_1(model) if mode == "gguf" else model
         engines[mode] = Engine(quantize(model, mode), tokenizer, EngineConfig(quantize=mode), name=f"tiny-{mode}")
     yield engines
     for e in engines.values():
@@ -262,9 +239,10 @@ def test_the_fast_paths_keep_the_embedded_models_greedy_output(smol_engines, mod
 @pytest.mark.parametrize("mode", FAST_MODES)
 def test_seed_contract_holds_on_the_quantized_embedded_model(smol_engines, mode):
     fast = smol_engines[mode]
-    if mode == "gguf":  # every projection decodes on its Q4_1 blocks, the LM head on its Q8_0 blocks
+    if mode == "gguf":  # every projection decodes on its Q4_1 blocks, the LM head on its Q8_0 blocks, in C++
         kinds = [m.blocks[0] for m in fast.model.modules() if isinstance(m, Int8Linear)]
         assert sorted(kinds) == ["q4_1"] * 30 * 4 + ["q8_0"]
+        assert fast.runner.fused is not None
     chat, args = [{"role": "user", "content": "Write a short poem about the sea."}], dict(max_tokens=64,
                                                                                         ignore_eos=True)
     wide = fast.generate(chat, n=6, seed=7, **args)

@@ -1,0 +1,71 @@
+"""Decode steps in C++ on a GGUF's blocks (nsample/fused_decode.py): the model's own numbers, each row its own."""
+import pytest
+import torch
+from gguf_rounding import needs_gguf, round_to_q4_1
+
+from nsample import gguf_blocks
+from nsample.config import EngineConfig
+from nsample.engine import Engine
+from nsample.quantize import quantize
+from nsample.tiny_model import tiny_model
+
+pytestmark = needs_gguf
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf():
+    """The tiny model (head dim 16, two KV heads of two queries) with its weights rounded to Q4_1, as gguf."""
+    model, tokenizer = tiny_model(layers=3)
+    engine = Engine(quantize(round_to_q4_1(model), "gguf"), tokenizer, EngineConfig(quantize="gguf"), name="tiny")
+    yield engine
+    engine.close()
+
+
+def test_the_fused_decoder_runs_only_where_every_layer_decodes_on_blocks(tiny_gguf):
+    assert tiny_gguf.runner.fused is not None
+    model, tokenizer = tiny_model(layers=1)
+    int8 = Engine(quantize(model, "int8"), tokenizer, EngineConfig(quantize="int8"), name="int8")
+    try:
+        assert int8.runner.fused is None  # no blocks: the model's own forward
+        assert int8.generate("Hi", max_tokens=3, ignore_eos=True).choices[0].token_ids
+    finally:
+        int8.close()
+
+
+def test_its_logits_are_the_models_own_forward_on_the_same_cache(tiny_gguf):
+    """Every decode step of three requests in two cohorts, against transformers' forward of the same step."""
+    runner, model = tiny_gguf.runner, tiny_gguf.model
+    fused, gaps = runner.fused, []
+
+    def both(ids, positions, groups):
+        got = fused(ids, positions, groups)  # stores this step's keys and values, then attends
+        with gguf_blocks.decoding():  # the model's forward stores them again (its own, ~1e-7 apart) and attends
+            want = model(input_ids=ids, position_ids=positions, use_cache=False, nsample_batch=groups).logits[:, -1]
+        gaps.append(((got - want).abs().max() / want.abs().max()).item())
+        assert sum(len(g.segments) for g in groups) >= 1 and got.shape == want.shape
+        return got
+
+    runner.fused = both
+    try:
+        first = [tiny_gguf.submit("One cohort, first", n=3, seed=1, max_tokens=24, ignore_eos=True),
+                 tiny_gguf.submit("One cohort, second, with a longer prompt than the first", n=2, seed=2,
+                                  max_tokens=24, ignore_eos=True)]
+        next(iter(first[0]))
+        late = tiny_gguf.submit("A later cohort", n=2, seed=3, max_tokens=12, ignore_eos=True)
+        for r in [*first, late]:
+            r.result(timeout=120)
+    finally:
+        runner.fused = fused
+    assert len(gaps) >= 24 and max(gaps) < 1e-4  # float32 up to the order of sums
+
+
+def test_each_row_is_bitwise_its_own_alone_in_its_request_or_among_other_requests(tiny_gguf):
+    args = dict(max_tokens=32, ignore_eos=True, logprobs=True)
+    with_others = [tiny_gguf.submit("Shared step", n=4, seed=10, **args),
+                   tiny_gguf.submit("A neighbour with a different prompt", n=3, seed=20, **args)]
+    together = [r.result(timeout=120).choices for r in with_others]
+    for i, c in enumerate(together[0]):
+        alone = tiny_gguf.generate("Shared step", n=1, seed=10 + i, **args).choices[0]
+        assert c.token_ids == alone.token_ids
+        assert [lp.logprob for lp in c.logprobs] == [lp.logprob for lp in alone.logprobs]  # bitwise
+    assert len({tuple(c.token_ids) for c in together[0]}) == 4
