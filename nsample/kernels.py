@@ -6,6 +6,7 @@
   the GEMM itself (o_proj at 8 rows: 121 µs a call, 35 µs of it the GEMM). The kernels do the same arithmetic,
   bitwise, in two calls (70 µs).
 - block_rows.cpp: decode on a GGUF's own 4- and 8-bit blocks (gguf_blocks.py), float32 sums, AVX-512.
+- decode_layer.cpp: the rest of a Llama-style layer's decode step around those (fused_decode.py).
 They are compiled (g++ and ninja, about 30 s) the first time a quantized model loads, into $TORCH_EXTENSIONS_DIR
 (else ~/.cache/torch_extensions), keyed by torch version; later loads take the built library. Without a
 compiler, on a CPU without AVX2, or with NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead and
@@ -20,7 +21,8 @@ from pathlib import Path
 import torch
 
 log = logging.getLogger(__name__)
-SOURCES = [Path(__file__).with_name("csrc") / f for f in ("bindings.cpp", "int8_rows.cpp", "block_rows.cpp", "decode_layer.cpp")]
+SOURCES = [Path(__file__).with_name("csrc") / f
+           for f in ("bindings.cpp", "int8_rows.cpp", "block_rows.cpp", "decode_layer.cpp")]
 FLAGS = ["-O3", "-fopenmp", "-mavx2", "-mfma",  # quantized paths run only on CPUs with AVX2 and FMA (VNNI ones)
          "-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
 _lock = threading.Lock()
@@ -28,8 +30,7 @@ _built: dict[str, object] = {}  # "ops": the extension module, or None where it 
 
 
 def ops():
-    """The built extension (split_rows, join_levels, q4_linear, q8_linear), or None: disabled, or it could not be
-    built."""
+    """The built extension (csrc/bindings.cpp lists its functions), or None: disabled, or it could not be built."""
     if "ops" not in _built:
         with _lock:
             if "ops" not in _built:

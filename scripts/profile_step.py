@@ -100,7 +100,8 @@ def main():
     spent.clear()
     steps, wall = run()
     fused = " (fused decode)" if runner.fused else ""
-    print(f"{engine.name}, quantize {engine.quantize}{fused}, torch {torch.__version__}, {torch.get_num_threads()} threads; "
+    print(f"{engine.name}, quantize {engine.quantize}{fused}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; "
           f"{args.requests} request(s) of n={args.n}, prompt {args.prompt}, {args.new_tokens} tokens: "
           f"{wall / steps * 1e3:.1f} ms per step, {args.requests * args.n * args.new_tokens / wall:.0f} tokens/s")
     rest = wall - sum(spent.values())

@@ -1,6 +1,5 @@
 """Decode steps in C++ on a GGUF's blocks (nsample/fused_decode.py): the model's own numbers, each row its own."""
 import pytest
-import torch
 from gguf_rounding import needs_gguf, round_to_q4_1
 
 from nsample import gguf_blocks
