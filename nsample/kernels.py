@@ -7,10 +7,10 @@
   bitwise, in two calls (70 µs).
 - block_rows.cpp: decode on a GGUF's own 4- and 8-bit blocks (gguf_blocks.py), float32 sums, AVX-512.
 - decode_layer.cpp: the rest of a Llama-style layer's decode step around those (fused_decode.py).
-They are compiled (g++ and ninja, about 30 s) the first time a quantized model loads, into $TORCH_EXTENSIONS_DIR
-(else ~/.cache/torch_extensions), keyed by torch version; later loads take the built library. Without a
-compiler, on a CPU without AVX2, or with NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead and
-decode stays on int8.
+They are compiled (g++ and ninja, about 45 s on 2 cores) the first time a quantized model loads, into
+$TORCH_EXTENSIONS_DIR (else ~/.cache/torch_extensions), keyed by torch version; later loads take the built library.
+Without a compiler, on a CPU without AVX2, or with NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead
+and decode stays on int8.
 """
 import logging
 import os
@@ -48,7 +48,7 @@ def _build():
         _ninja_on_path()
         where.mkdir(parents=True, exist_ok=True)
         if not any(where.glob("*.so")):
-            log.warning("building nsample's C++ kernels into %s (once, about 30 s)", where)
+            log.warning("building nsample's C++ kernels into %s (once, about 45 s)", where)
         return load(name="nsample_kernels", sources=[str(s) for s in SOURCES], extra_cflags=FLAGS,
                     build_directory=str(where), verbose=False)
     except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a read-only home: the ATen ops still work
