@@ -68,3 +68,17 @@ def test_each_row_is_bitwise_its_own_alone_in_its_request_or_among_other_request
         assert c.token_ids == alone.token_ids
         assert [lp.logprob for lp in c.logprobs] == [lp.logprob for lp in alone.logprobs]  # bitwise
     assert len({tuple(c.token_ids) for c in together[0]}) == 4
+
+
+def test_rows_padded_to_a_fixed_width_get_the_same_numbers(tiny_gguf):
+    """decode_width pads each request's rows (n=3 -> 4); every row's numbers in the fused decoder are its own."""
+    padded = Engine(tiny_gguf.model, tiny_gguf.tokenizer, EngineConfig(quantize="gguf", decode_width=4), name="w4")
+    try:
+        assert padded.runner.fused is not None
+        args = dict(n=3, seed=30, max_tokens=24, ignore_eos=True, logprobs=True)
+        want, got = tiny_gguf.generate("Padded rows", **args), padded.generate("Padded rows", **args)
+    finally:
+        padded.close()
+    assert [c.token_ids for c in got.choices] == [c.token_ids for c in want.choices]
+    assert [[lp.logprob for lp in c.logprobs] for c in got.choices] == \
+        [[lp.logprob for lp in c.logprobs] for c in want.choices]
