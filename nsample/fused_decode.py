@@ -1,4 +1,4 @@
-"""Decode steps of a Llama-style model on its GGUF blocks in C++: four kernel calls per layer (csrc/decode_layer.cpp).
+"""Decode steps of a quantized Llama-style model in C++: four kernel calls per layer (csrc/decode_layer.cpp).
 
 On a 2-core CPU a decode step of the embedded model at n=1 spent about half its 30 ms outside the weights: some
 forty ATen ops per layer (norms, rotary embedding, the attention's calls and merges, SiLU·mul, residual adds)
@@ -9,9 +9,10 @@ and the transformers modules' Python around them. Here a layer is:
     h  += a · Woᵀ                                linear_add
     h  += (SiLU(gate) · up)(RMSNorm(h)) · Wdᵀ    norm_swiglu, linear_add
 with transformers' own embedding and rotary tables. Each step is per row in a fixed order, so a row's numbers do
-not depend on its neighbours (the seed contract), and the arithmetic is the float32 model's up to the order of
-sums. It runs where every projection and the LM head decode on blocks (quantize="gguf") and the model is plain
-causal attention (the shared-prefix layout); elsewhere the runner calls the model as before.
+not depend on its neighbours (the seed contract). The linear layers are what quantize made them (csrc/linear.h):
+a GGUF's blocks where a layer has them (quantize="gguf", the float32 model's arithmetic up to the order of sums),
+else two-level int8, as Int8Linear computes it. It runs on AVX-512 CPUs for quantized (int8 or gguf) models of
+plain causal attention (the shared-prefix layout); elsewhere the runner calls the model as before.
 """
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from torch import nn
 from nsample import kernels
 from nsample.int8_linear import Int8Linear, Member
 from nsample.prefix_attention import Group
+from nsample.quantize import cpu_flags
 
 FAMILIES = {"llama", "mistral", "qwen2"}  # decoder layers exactly transformers' LlamaDecoderLayer
 SILU = {"SiLU", "SiLUActivation"}  # torch's and transformers' x·sigmoid(x)
@@ -30,15 +32,15 @@ SILU = {"SiLU", "SiLUActivation"}  # torch's and transformers' x·sigmoid(x)
 class Layer:
     eps: float
     norm1: torch.Tensor  # (E,) input_layernorm
-    qkv: tuple  # blocks (q, d, m or None, bias or None), as the kernels take them
-    o: tuple
+    qkv: object  # the kernels' Linear (csrc/linear.h) of each projection
+    o: object
     norm2: torch.Tensor  # (E,) post_attention_layernorm
-    gate_up: tuple
-    down: tuple
+    gate_up: object
+    down: object
 
 
 class FusedDecoder:
-    def __init__(self, model, ops, layers: list[Layer], head: tuple):
+    def __init__(self, model, ops, layers: list[Layer], head):
         cfg = model.config.get_text_config(decoder=True)
         attn = model.model.layers[0].self_attn
         self.ops, self.layers, self.head = ops, layers, head
@@ -55,33 +57,33 @@ class FusedDecoder:
         prompts = [s.kv.prefix for g in groups for s in g.segments]
         ops = self.ops
         for i, L in enumerate(self.layers):
-            qkv = ops.norm_linear(h, L.norm1, L.eps, *L.qkv)  # (B, (H + 2·Hkv)·D)
+            qkv = ops.norm_linear(h, L.norm1, L.eps, L.qkv)  # (B, (H + 2·Hkv)·D)
             a = ops.decode_attention(qkv, cos, sin, self.heads, self.kv_heads, self.scale, own,
                                      [g.cohort.keys[i] for g in groups], [g.cohort.values[i] for g in groups],
                                      segments, [p[i][0] for p in prompts], [p[i][1] for p in prompts])  # (B, H·D)
-            ops.linear_add(a, *L.o, h)
-            ops.linear_add(ops.norm_swiglu(h, L.norm2, L.eps, *L.gate_up), *L.down, h)
-        return ops.norm_linear(h, self.norm.weight, self.norm.variance_epsilon, *self.head)  # (B, V)
+            ops.linear_add(a, L.o, h)
+            ops.linear_add(ops.norm_swiglu(h, L.norm2, L.eps, L.gate_up), L.down, h)
+        return ops.norm_linear(h, self.norm.weight, self.norm.variance_epsilon, self.head)  # (B, V)
 
 
 def build(model) -> FusedDecoder | None:
     """The fused decoder of `model`, or None where it does not apply (then the model's own forward runs)."""
     ops = kernels.ops()
     cfg = model.config.get_text_config(decoder=True)
-    if ops is None or cfg.model_type not in FAMILIES or model.dtype != torch.float32:
+    if ops is None or "avx512f" not in cpu_flags() or cfg.model_type not in FAMILIES or model.dtype != torch.float32:
         return None
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     if head_dim % 16 or cfg.hidden_size % 32 or getattr(cfg, "hidden_act", "silu") != "silu":
         return None
     try:
-        layers = [_layer(layer) for layer in model.model.layers]
-        head = _blocks(model.get_output_embeddings())
+        layers = [_layer(ops, layer) for layer in model.model.layers]
+        head = _linear(ops, model.get_output_embeddings())
     except (AttributeError, ValueError):
         return None
     return FusedDecoder(model, ops, layers, head)
 
 
-def _layer(layer: nn.Module) -> Layer:
+def _layer(ops, layer: nn.Module) -> Layer:
     attn, mlp = layer.self_attn, layer.mlp
     qkv, gate_up = _group(attn.q_proj, ("q_proj", "k_proj", "v_proj")), _group(mlp.gate_proj, ("gate_proj", "up_proj"))
     siblings = attn.k_proj.group[0], attn.v_proj.group[0], mlp.up_proj.group[0]
@@ -90,8 +92,9 @@ def _layer(layer: nn.Module) -> Layer:
     norms = layer.input_layernorm, layer.post_attention_layernorm
     if norms[0].variance_epsilon != norms[1].variance_epsilon:
         raise ValueError("two epsilons")
-    return Layer(norms[0].variance_epsilon, norms[0].weight.float(), _blocks(qkv.linear), _blocks(attn.o_proj),
-                 norms[1].weight.float(), _blocks(gate_up.linear), _blocks(mlp.down_proj))
+    return Layer(norms[0].variance_epsilon, norms[0].weight.float(), _linear(ops, qkv.linear),
+                 _linear(ops, attn.o_proj), norms[1].weight.float(), _linear(ops, gate_up.linear),
+                 _linear(ops, mlp.down_proj))
 
 
 def _group(member: nn.Module, names: tuple[str, ...]):
@@ -100,8 +103,11 @@ def _group(member: nn.Module, names: tuple[str, ...]):
     return member.group[0]
 
 
-def _blocks(linear: nn.Module) -> tuple:
-    if type(linear) is not Int8Linear or linear.blocks is None:
-        raise ValueError("not on GGUF blocks")
+def _linear(ops, linear: nn.Module):
+    """The kernels' Linear of an Int8Linear: on its GGUF blocks where it has them (as it decodes), else its int8."""
+    if type(linear) is not Int8Linear:
+        raise ValueError("not quantized")
+    if linear.blocks is None:
+        return ops.int8_linear(linear.packed, linear.scales, linear.zero_points, linear.bias)
     kind, q, d, *m = linear.blocks
-    return q, d, m[0] if m else None, linear.bias
+    return ops.block_linear(q, d, m[0] if m else None, linear.bias)

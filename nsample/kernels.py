@@ -6,12 +6,14 @@
   the GEMM itself (o_proj at 8 rows: 121 µs a call, 35 µs of it the GEMM). The kernels do the same arithmetic,
   bitwise, in two calls (70 µs).
 - block_rows.cpp: decode on a GGUF's own 4- and 8-bit blocks (gguf_blocks.py), float32 sums, AVX-512.
-- decode_layer.cpp: the rest of a Llama-style layer's decode step around those (fused_decode.py).
-They are compiled (g++ and ninja, about 45 s on 2 cores) the first time a quantized model loads, into
+- linear.cpp: a decode-time linear layer of either kind; decode_layer.cpp: the rest of a Llama-style layer's decode
+  step around it (fused_decode.py).
+They are compiled (g++ and ninja, about 80 s on 2 cores) the first time a quantized model loads, into
 $TORCH_EXTENSIONS_DIR (else ~/.cache/torch_extensions), keyed by torch version; later loads take the built library.
 Without a compiler, on a CPU without AVX2, or with NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead
 and decode stays on int8.
 """
+import hashlib
 import logging
 import os
 import shutil
@@ -21,8 +23,8 @@ from pathlib import Path
 import torch
 
 log = logging.getLogger(__name__)
-SOURCES = [Path(__file__).with_name("csrc") / f
-           for f in ("bindings.cpp", "int8_rows.cpp", "block_rows.cpp", "decode_layer.cpp")]
+CSRC = Path(__file__).with_name("csrc")
+SOURCES = [CSRC / f for f in ("bindings.cpp", "int8_rows.cpp", "block_rows.cpp", "linear.cpp", "decode_layer.cpp")]
 FLAGS = ["-O3", "-fopenmp", "-mavx2", "-mfma",  # quantized paths run only on CPUs with AVX2 and FMA (VNNI ones)
          "-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
 _lock = threading.Lock()
@@ -48,9 +50,11 @@ def _build():
         _ninja_on_path()
         where.mkdir(parents=True, exist_ok=True)
         if not any(where.glob("*.so")):
-            log.warning("building nsample's C++ kernels into %s (once, about 45 s)", where)
-        return load(name="nsample_kernels", sources=[str(s) for s in SOURCES], extra_cflags=FLAGS,
-                    build_directory=str(where), verbose=False)
+            log.warning("building nsample's C++ kernels into %s (once, about a minute)", where)
+        headers = hashlib.sha256(b"".join(h.read_bytes() for h in sorted(CSRC.glob("*.h")))).hexdigest()[:16]
+        return load(name="nsample_kernels", sources=[str(s) for s in SOURCES], build_directory=str(where),
+                    extra_cflags=FLAGS + [f"-DNSAMPLE_HEADERS={headers}"],  # torch rebuilds on changed sources or
+                    verbose=False)  # flags, not headers: their hash is a flag
     except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a read-only home: the ATen ops still work
         log.warning("nsample's C++ kernels could not be built (%s); using ATen ops, which are slower", e)
         return None

@@ -6,8 +6,8 @@ next step), so a long prompt never stalls the running streams for more than a ch
 requests run packed into one forward; (3) every request
 with logits samples a token column and publishes it; (4) one decode forward runs the live rows of all
 shared-prefix requests together, ordered by cohort (the requests whose decoding started at the same step
-share their generated tokens' KV buffers, `nsample/cohort.py`): the model's own forward, or where every layer
-decodes on a GGUF's blocks the C++ one (`nsample/fused_decode.py`); forked-cache requests, for architectures
+share their generated tokens' KV buffers, `nsample/cohort.py`): the model's own forward, or for a quantized
+Llama-style model on an AVX-512 CPU the C++ one (`nsample/fused_decode.py`); forked-cache requests, for architectures
 without the shared layout, each run a forward of their own.
 """
 import time

@@ -127,9 +127,3 @@ at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor&
   TORCH_CHECK(q.size(1) == x.size(1) && q.scalar_type() == at::kChar, "q: int8 (N, K)");
   return blocks_linear(BY_ROWS_Q8_0.data(), x, q, d, nullptr, bias);
 }
-
-// Either: Q4_1 where m is given, else Q8_0.
-at::Tensor any_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d,
-                      const c10::optional<at::Tensor>& m, const c10::optional<at::Tensor>& bias) {
-  return m.has_value() ? q4_linear(x, q, d, *m, bias) : q8_linear(x, q, d, bias);
-}

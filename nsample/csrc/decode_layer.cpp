@@ -1,5 +1,5 @@
-// The rest of a decode step of a Llama-style layer on a GGUF's blocks (nsample/fused_decode.py), in four calls per
-// layer instead of some forty ATen ops and the transformers modules' Python around them: RMSNorm fused into the
+// A decode step of a Llama-style layer around its quantized linear layers (linear.h; nsample/fused_decode.py), in four
+// calls per layer instead of some forty ATen ops and the transformers modules' Python around them: RMSNorm fused into the
 // projection that reads it, the residual add into the projection that feeds it, SiLU·mul into gate/up, and rotary
 // embedding, the KV append and the whole attention (prompt and own tokens in one softmax) in one kernel.
 // Every step is per row, in a fixed order whatever the other rows, so rows stay independent, bitwise.
@@ -10,8 +10,7 @@
 #include <cmath>
 #include <vector>
 
-at::Tensor any_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d,
-                      const c10::optional<at::Tensor>& m, const c10::optional<at::Tensor>& bias);  // block_rows.cpp
+#include "linear.h"
 
 namespace {
 
@@ -109,23 +108,17 @@ Run head_run(const at::Tensor& kv, int64_t row, int64_t head, int64_t length) { 
 
 }  // namespace
 
-// h (M, K) -> RMSNorm(h; w, eps) · Wᵀ + bias, W as blocks (q, d, m: Q4_1; m None: Q8_0).
-at::Tensor norm_linear(const at::Tensor& h, const at::Tensor& w, double eps, const at::Tensor& q, const at::Tensor& d,
-                       const c10::optional<at::Tensor>& m, const c10::optional<at::Tensor>& bias) {
-  return any_linear(rms_norm(h, w, eps), q, d, m, bias);
+// h (M, K) -> RMSNorm(h; w, eps) · Wᵀ + bias.
+at::Tensor norm_linear(const at::Tensor& h, const at::Tensor& w, double eps, const Linear& linear) {
+  return linear(rms_norm(h, w, eps));
 }
 
 // h += x · Wᵀ + bias (the residual add of a layer's o_proj or down_proj).
-void linear_add(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d, const c10::optional<at::Tensor>& m,
-                const c10::optional<at::Tensor>& bias, at::Tensor& h) {
-  h.add_(any_linear(x, q, d, m, bias));
-}
+void linear_add(const at::Tensor& x, const Linear& linear, at::Tensor& h) { h.add_(linear(x)); }
 
 // gate|up = RMSNorm(h) · Wᵀ + bias (M, 2I) -> SiLU(gate) · up (M, I), SiLU(x) = x / (1 + e^-x) as ATen's.
-AVX512 at::Tensor norm_swiglu(const at::Tensor& h, const at::Tensor& w, double eps, const at::Tensor& q,
-                              const at::Tensor& d, const c10::optional<at::Tensor>& m,
-                              const c10::optional<at::Tensor>& bias) {
-  const auto y = norm_linear(h, w, eps, q, d, m, bias);
+AVX512 at::Tensor norm_swiglu(const at::Tensor& h, const at::Tensor& w, double eps, const Linear& linear) {
+  const auto y = norm_linear(h, w, eps, linear);
   const int64_t M = y.size(0), I = y.size(1) / 2;
   TORCH_CHECK(I % 16 == 0, "gate/up: a multiple of 16 columns each");
   auto act = at::empty({M, I}, y.options());
