@@ -1,7 +1,8 @@
-// A decode step of a Llama-style layer around its quantized linear layers (linear.h; nsample/fused_decode.py), in four
-// calls per layer instead of some forty ATen ops and the transformers modules' Python around them: RMSNorm fused into the
-// projection that reads it, the residual add into the projection that feeds it, SiLU·mul into gate/up, and rotary
-// embedding, the KV append and the whole attention (prompt and own tokens in one softmax) in one kernel.
+// A decode step of a Llama-style layer around its quantized linear layers (linear.h; nsample/fused_decode.py), in
+// four calls per layer instead of some forty ATen ops and the transformers modules' Python around them: RMSNorm
+// fused into the projection that reads it, the residual add into the projection that feeds it, SiLU·mul into
+// gate/up, and rotary embedding, the KV append and the whole attention (prompt and own tokens in one softmax) in
+// one kernel.
 // Every step is per row, in a fixed order whatever the other rows, so rows stay independent, bitwise.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
@@ -51,8 +52,10 @@ AVX512 at::Tensor rms_norm(const at::Tensor& h, const at::Tensor& w, double eps)
     __m512 acc = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), _mm512_loadu_ps(x + k), acc);
     const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(_mm512_reduce_add_ps(acc) / K + static_cast<float>(eps)));
-    for (int64_t k = 0; k < K; k += 16)
-      _mm512_storeu_ps(yp + r * K + k, _mm512_mul_ps(_mm512_loadu_ps(wp + k), _mm512_mul_ps(_mm512_loadu_ps(x + k), inv)));
+    for (int64_t k = 0; k < K; k += 16) {
+      const __m512 normed = _mm512_mul_ps(_mm512_loadu_ps(x + k), inv);
+      _mm512_storeu_ps(yp + r * K + k, _mm512_mul_ps(_mm512_loadu_ps(wp + k), normed));
+    }
   }
   return y;
 }
