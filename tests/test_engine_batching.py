@@ -36,11 +36,15 @@ def fresh():
         e.close()
 
 
-def test_one_decode_forward_per_step_for_four_concurrent_requests(fresh):
-    engine = fresh()
+DECODERS = ["auto", "none"]  # quantized: the C++ decoder on AVX-512 CPUs; float32: the model's own forward
+
+
+@pytest.mark.parametrize("quantize", DECODERS)
+def test_one_decode_forward_per_step_for_four_concurrent_requests(fresh, quantize):
+    engine = fresh(quantize=quantize)
     asks = [("First prompt", 3), ("A second, longer prompt than the first", 1), ("The third prompt", 2),
             ("Fourth one", 4)]
-    with forward_shapes(engine.model) as shapes, prefill_packs(engine.model) as packs:
+    with forward_shapes(engine) as shapes, prefill_packs(engine) as packs:
         with held(engine):
             reqs = [engine.submit(p, n=n, seed=7, max_tokens=12, ignore_eos=True) for p, n in asks]
         results = [r.result(timeout=120) for r in reqs]
@@ -54,8 +58,9 @@ def test_one_decode_forward_per_step_for_four_concurrent_requests(fresh):
         assert [c.token_ids for c in r.choices] == [c.token_ids for c in alone.choices]
 
 
-def test_requests_that_start_together_share_a_cohort_and_each_keeps_its_own_tokens(fresh):
-    engine = fresh()
+@pytest.mark.parametrize("quantize", DECODERS)
+def test_requests_that_start_together_share_a_cohort_and_each_keeps_its_own_tokens(fresh, quantize):
+    engine = fresh(quantize=quantize)
     asks = {"a": ("Cohort A", dict(n=3, seed=5, max_tokens=30)),
             "b": ("Cohort B, whose rows finish early", dict(n=2, seed=6, max_tokens=6)),
             "c": ("Cohort C, cancelled", dict(n=2, seed=7, max_tokens=4000)),
@@ -64,7 +69,7 @@ def test_requests_that_start_together_share_a_cohort_and_each_keeps_its_own_toke
     def submit(key):
         return engine.submit(asks[key][0], **asks[key][1], ignore_eos=True)
 
-    with decode_cohorts(engine.model) as cohorts:
+    with decode_cohorts(engine) as cohorts:
         with held(engine):
             reqs = {key: submit(key) for key in "abc"}
         events = iter(reqs["c"])
@@ -83,7 +88,7 @@ def test_requests_that_start_together_share_a_cohort_and_each_keeps_its_own_toke
 
 def test_a_cancelled_request_leaves_the_batch_at_the_next_step(fresh):
     engine = fresh()
-    with forward_shapes(engine.model) as shapes:
+    with forward_shapes(engine) as shapes:
         with held(engine):
             keep = engine.submit("Keep going", n=3, seed=1, max_tokens=40, ignore_eos=True)
             drop = engine.submit("Drop me", n=2, seed=1, max_tokens=4000, ignore_eos=True)
@@ -126,7 +131,7 @@ def test_requests_that_fit_alone_but_not_together_run_one_after_the_other(fresh)
     prompt = [100 + i % 50 for i in range(40)]
     need = engine._kv_bytes(len(prompt), 4, 400)
     assert need < engine.kv_budget < 2 * need
-    with forward_shapes(engine.model) as shapes, live_server(create_app(engine)) as url:
+    with forward_shapes(engine) as shapes, live_server(create_app(engine)) as url:
         with held(engine):
             first = engine.submit(prompt, n=4, seed=1, max_tokens=400, ignore_eos=True)
             second = engine.submit(prompt, n=4, seed=5, max_tokens=400, ignore_eos=True)
@@ -173,7 +178,7 @@ def staggered_stop(engine, prompt, **kw) -> list[str]:
 def test_fixed_width_pads_each_request_and_keeps_the_contract_in_a_mixed_batch(fresh):
     engine = fresh(decode_width=4)
     stop = staggered_stop(engine, "Mixed width", n=3, seed=5, max_tokens=30)
-    with forward_shapes(engine.model) as shapes:
+    with forward_shapes(engine) as shapes:
         with held(engine):
             wide = engine.submit("Mixed width", n=3, seed=5, max_tokens=30, stop=stop)
             other = engine.submit("Another prompt", n=2, seed=9, max_tokens=30)
@@ -191,7 +196,7 @@ def test_fixed_width_pads_each_request_and_keeps_the_contract_in_a_mixed_batch(f
 def test_a_long_prompt_is_prefilled_in_chunks_between_decode_steps(fresh):
     engine = fresh(prefill_chunk=64)
     long_prompt = [100 + i % 50 for i in range(300)]
-    with forward_shapes(engine.model) as shapes:
+    with forward_shapes(engine) as shapes:
         running = engine.submit("Running", n=2, seed=1, max_tokens=30, ignore_eos=True)
         events = iter(running)  # kept: an abandoned stream would cancel its request
         next(events)
@@ -209,7 +214,7 @@ def test_a_long_prompt_is_prefilled_in_chunks_between_decode_steps(fresh):
 def test_a_short_prompt_is_prefilled_ahead_of_a_long_one(fresh):
     engine = fresh(prefill_chunk=64)
     long_prompt = [100 + i % 50 for i in range(1000)]
-    with prefill_packs(engine.model) as packs:
+    with prefill_packs(engine) as packs:
         late = engine.submit(long_prompt, n=1, seed=2, max_tokens=2)
         assert wait_until(lambda: [64] in packs)
         short = engine.submit("A short question", n=1, seed=3, max_tokens=2)

@@ -73,14 +73,14 @@ def test_max_tokens_is_respected(tiny_engine):
 
 
 def test_the_prompt_runs_once_then_n_rows_decode_together(tiny_engine):
-    with forward_shapes(tiny_engine.model) as shapes:
+    with forward_shapes(tiny_engine) as shapes:
         r = tiny_engine.generate("Prefill once please", n=6, seed=0, max_tokens=4, ignore_eos=True)
     assert shapes[0] == (1, len(r.prompt_token_ids))
     assert shapes[1:] == [(6, 1)] * 3
 
 
 def test_greedy_returns_n_identical_choices_computed_once(tiny_engine):
-    with forward_shapes(tiny_engine.model) as shapes:
+    with forward_shapes(tiny_engine) as shapes:
         r = tiny_engine.generate("Greedy", n=4, temperature=0, max_tokens=10, ignore_eos=True)
     assert len({tuple(c.token_ids) for c in r.choices}) == 1 and len(r.choices) == 4
     assert all(s[0] == 1 for s in shapes)
@@ -199,7 +199,7 @@ def test_fixed_decode_width_pads_rows_and_keeps_the_seed_contract():
     model, tok = tiny_model()
     engine = Engine(model, tok, EngineConfig(decode_width=4))
     try:
-        with forward_shapes(model) as shapes:
+        with forward_shapes(engine) as shapes:
             wide = engine.generate("Fixed width", n=3, seed=5, max_tokens=30, stop=["e"])
         assert {s[0] for s in shapes[1:]} == {4}  # padded to 4 rows, never compacted
         for c in wide.choices:
