@@ -61,7 +61,8 @@ def test_its_logits_are_the_models_own_forward_on_the_same_cache(tiny_engine):
         runner.fused = fused
     # gguf: float32 up to the order of sums. int8: a last-bit difference in an activation can move one of its int8
     # levels, so within int8's own distance from float32 (tests/test_quantize.py).
-    assert len(gaps) >= 24 and max(gaps) < (1e-4 if tiny_engine.quantize == "gguf" else 1e-3)
+    assert len(gaps) >= 23  # tokens 2..24 of the first two; the late one's steps may all fall among them
+    assert max(gaps) < (1e-4 if tiny_engine.quantize == "gguf" else 1e-3)
 
 
 def test_each_row_is_bitwise_its_own_alone_in_its_request_or_among_other_requests(tiny_engine):

@@ -49,7 +49,8 @@ def test_routes_share_the_port(server, tiny_engine):
 def test_generate_endpoint_streams_cards(server):
     client = Client(server, verbose=False)
     try:
-        job = client.submit(*inputs(3, 24, seed="5"), api_name="/generate")
+        # 400 tokens: long enough to outlast the page's 50 ms update interval (24 took under one in C++ decode)
+        job = client.submit(*inputs(3, 400, seed="5"), api_name="/generate")
         final = job.result(timeout=TIMEOUT)
         updates = job.outputs()
     finally:
