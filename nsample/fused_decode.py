@@ -68,9 +68,12 @@ class FusedDecoder:
 
 def build(model) -> FusedDecoder | None:
     """The fused decoder of `model`, or None where it does not apply (then the model's own forward runs)."""
-    ops = kernels.ops()
     cfg = model.config.get_text_config(decoder=True)
-    if ops is None or "avx512f" not in cpu_flags() or cfg.model_type not in FAMILIES or model.dtype != torch.float32:
+    quantized = any(type(m) is Int8Linear for m in model.modules())  # else the kernels are not even built
+    if not quantized or "avx512f" not in cpu_flags() or cfg.model_type not in FAMILIES or model.dtype != torch.float32:
+        return None
+    ops = kernels.ops()
+    if ops is None:
         return None
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     if head_dim % 16 or cfg.hidden_size % 32 or getattr(cfg, "hidden_act", "silu") != "silu":

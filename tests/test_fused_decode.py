@@ -2,7 +2,7 @@
 import pytest
 from gguf_rounding import needs_gguf, round_to_q4_1
 
-from nsample import gguf_blocks
+from nsample import fused_decode, gguf_blocks, kernels
 from nsample.config import EngineConfig
 from nsample.engine import Engine
 from nsample.quantize import quantize
@@ -33,6 +33,12 @@ def test_the_fused_decoder_runs_for_quantized_models_only(tiny_engine):
         assert plain.generate("Hi", max_tokens=3, ignore_eos=True).choices[0].token_ids
     finally:
         plain.close()
+
+
+def test_a_float32_model_does_not_even_build_the_kernels(monkeypatch):
+    monkeypatch.setattr(kernels, "ops", lambda: pytest.fail("the kernels were asked for a float32 model"))
+    model, _ = tiny_model(layers=1)
+    assert fused_decode.build(model) is None
 
 
 def test_its_logits_are_the_models_own_forward_on_the_same_cache(tiny_engine):
