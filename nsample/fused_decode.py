@@ -79,14 +79,14 @@ def build(model) -> FusedDecoder | None:
     if head_dim % 16 or cfg.hidden_size % 32 or getattr(cfg, "hidden_act", "silu") != "silu":
         return None
     try:
-        layers = [_layer(ops, layer) for layer in model.model.layers]
-        head = _linear(ops, model.get_output_embeddings())
+        layers = [_layer(layer) for layer in model.model.layers]
+        head = _linear(model.get_output_embeddings())
     except (AttributeError, ValueError):
         return None
     return FusedDecoder(model, ops, layers, head)
 
 
-def _layer(ops, layer: nn.Module) -> Layer:
+def _layer(layer: nn.Module) -> Layer:
     attn, mlp = layer.self_attn, layer.mlp
     qkv, gate_up = _group(attn.q_proj, ("q_proj", "k_proj", "v_proj")), _group(mlp.gate_proj, ("gate_proj", "up_proj"))
     siblings = attn.k_proj.group[0], attn.v_proj.group[0], mlp.up_proj.group[0]
@@ -95,9 +95,9 @@ def _layer(ops, layer: nn.Module) -> Layer:
     norms = layer.input_layernorm, layer.post_attention_layernorm
     if norms[0].variance_epsilon != norms[1].variance_epsilon:
         raise ValueError("two epsilons")
-    return Layer(norms[0].variance_epsilon, norms[0].weight.float(), _linear(ops, qkv.linear),
-                 _linear(ops, attn.o_proj), norms[1].weight.float(), _linear(ops, gate_up.linear),
-                 _linear(ops, mlp.down_proj))
+    return Layer(norms[0].variance_epsilon, norms[0].weight.float(), _linear(qkv.linear),
+                 _linear(attn.o_proj), norms[1].weight.float(), _linear(gate_up.linear),
+                 _linear(mlp.down_proj))
 
 
 def _group(member: nn.Module, names: tuple[str, ...]):
@@ -106,11 +106,8 @@ def _group(member: nn.Module, names: tuple[str, ...]):
     return member.group[0]
 
 
-def _linear(ops, linear: nn.Module):
-    """The kernels' Linear of an Int8Linear: on its GGUF blocks where it has them (as it decodes), else its int8."""
-    if type(linear) is not Int8Linear:
-        raise ValueError("not quantized")
-    if linear.blocks is None:
-        return ops.int8_linear(linear.packed, linear.scales, linear.zero_points, linear.bias)
-    kind, q, d, *m = linear.blocks
-    return ops.block_linear(q, d, m[0] if m else None, linear.bias)
+def _linear(linear: nn.Module):
+    """The kernels' Linear an Int8Linear decodes on: its GGUF blocks where it has them, else its int8."""
+    if type(linear) is not Int8Linear or linear.decode_kernel is None:
+        raise ValueError("not quantized with the kernels")
+    return linear.decode_kernel

@@ -73,10 +73,3 @@ def join(blocks: tuple) -> torch.Tensor:
     half = q.view(N, -1, BLOCK // 2)  # (N, K/32, 16)
     nibbles = torch.stack([half & 15, half >> 4], -2).view(N, -1, BLOCK).float()  # (N, K/32, 32)
     return torch.addcmul(blocks[3][..., None], nibbles, d[..., None]).view(N, -1)
-
-
-def linear(ops, x: torch.Tensor, blocks: tuple, bias: torch.Tensor | None) -> torch.Tensor:
-    """x (M, K) float32 against split()'s blocks, plus bias: (M, N), with the C++ kernels `ops`."""
-    if blocks[0] == "q8_0":
-        return ops.q8_linear(x, blocks[1], blocks[2], bias)
-    return ops.q4_linear(x, *blocks[1:], bias)

@@ -45,17 +45,24 @@ class Int8Linear(nn.Module):
         self.rows = (q, s) if keep_rows else None  # plain rows, for an embedding tied to this weight
         fused = kernels.ops()  # built (once per machine) while the model loads, not at its first request
         self.blocks = gguf_blocks.split(weight) if gguf and fused else None  # decode on GGUF blocks, where exact
+        # The C++ layers (csrc/linear.h), where the kernels could be built: the int8 GEMM with the float work around
+        # it in two kernels, and what decode steps run on (the blocks where exact, else the same int8).
+        self.prefill_kernel = self.decode_kernel = None
+        if fused:
+            self.prefill_kernel = fused.int8_linear(self.packed, self.scales, self.zero_points, self.bias)
+            self.decode_kernel = self.prefill_kernel if self.blocks is None else fused.block_linear(
+                self.blocks[1], self.blocks[2], self.blocks[3] if self.blocks[0] == "q4_1" else None, self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features).float().contiguous()  # (M, K)
-        fused = kernels.ops()  # the same arithmetic in two C++ calls, where it could be built
-        if self.blocks is not None and gguf_blocks.in_decode():
-            y = gguf_blocks.linear(fused, x2, self.blocks, self.bias)  # (M, N)
-            return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
-        levels, t1 = (fused or Eager).split_rows(x2)
-        y = torch.ops.onednn.qlinear_pointwise(levels, 1.0, 0, self.packed, self.scales, self.zero_points, None,
-                                               1.0, 0, torch.float32, "none", [], "")  # (2M, 2N), w scales applied
-        return (fused or Eager).join_levels(y, t1, self.bias).to(x.dtype).reshape(*x.shape[:-1], self.out_features)
+        if self.prefill_kernel is not None:
+            y = (self.decode_kernel if gguf_blocks.in_decode() else self.prefill_kernel)(x2)  # (M, N)
+        else:  # the same arithmetic in ATen ops
+            levels, t1 = Eager.split_rows(x2)
+            y = torch.ops.onednn.qlinear_pointwise(levels, 1.0, 0, self.packed, self.scales, self.zero_points, None,
+                                                   1.0, 0, torch.float32, "none", [], "")  # (2M, 2N), w scales in
+            y = Eager.join_levels(y, t1, self.bias)
+        return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
 
 class Eager:

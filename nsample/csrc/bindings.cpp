@@ -23,7 +23,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("join_levels", &join_levels, "int8_rows.cpp: the four level products to the output");
   m.def("q4_linear", &q4_linear, "block_rows.cpp: a linear layer on 4-bit blocks (Q4_1), float32 sums");
   m.def("q8_linear", &q8_linear, "block_rows.cpp: a linear layer on 8-bit blocks (Q8_0), float32 sums");
-  pybind11::class_<Linear>(m, "Linear", "linear.h: a decode-time linear layer, on blocks or two-level int8");
+  pybind11::class_<Linear>(m, "Linear", "linear.h: a linear layer, on blocks or two-level int8")
+      .def("__call__", &Linear::operator(), "x (M, K) float -> (M, N) float");
   m.def("block_linear", &block_linear, "linear.h: a layer on a GGUF's blocks (q, d, m or None, bias or None)");
   m.def("int8_linear", &int8_linear, "linear.h: a two-level int8 layer (packed, scales, zero points, bias or None)");
   m.def("norm_linear", &norm_linear, "decode_layer.cpp: RMSNorm, then a linear layer");

@@ -1,4 +1,4 @@
-// A decode-time linear layer of either kind (linear.h).
+// A linear layer of either kind (linear.h).
 #include "linear.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -20,7 +20,7 @@ Linear int8_linear(at::Tensor packed, at::Tensor scales, at::Tensor zero_points,
 
 at::Tensor Linear::operator()(const at::Tensor& x) const {
   if (blocks) return m.has_value() ? q4_linear(x, q, d, *m, bias) : q8_linear(x, q, d, bias);
-  // Int8Linear.forward: the rows as two int8 levels, one GEMM against both weight levels, the four products joined.
+  // The rows as two int8 levels, one GEMM against both weight levels, the four products joined (int8_linear.py).
   static const auto gemm = c10::Dispatcher::singleton().findSchemaOrThrow("onednn::qlinear_pointwise", "");
   const auto levels = split_rows(x);  // (int8 (2M, K), t1 (M, 1))
   torch::jit::Stack stack{levels[0], 1.0, int64_t{0}, packed, scales, zero_points, c10::IValue(), 1.0, int64_t{0},

@@ -1,6 +1,6 @@
-// A decode-time linear layer of either kind nsample quantizes to (nsample/fused_decode.py builds them): a GGUF's
-// blocks (block_rows.cpp; m given: Q4_1, else Q8_0) or two-level int8 on oneDNN's prepacked GEMM (int8_rows.cpp
-// around it, as nsample/int8_linear.py). Either way each output row depends on its input row alone, bitwise.
+// A linear layer of either kind nsample quantizes to (nsample/int8_linear.py builds them, fused_decode.py takes
+// them): a GGUF's blocks (block_rows.cpp; m given: Q4_1, else Q8_0) or two-level int8 on oneDNN's prepacked GEMM
+// (int8_rows.cpp around it). Either way each output row depends on its input row alone, bitwise.
 #pragma once
 #include <torch/extension.h>
 
