@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 LLAMA_CPP := llama-cpp-python[server]==0.3.36
 LOAD ?= --clients 32 --duration 60
 
-.PHONY: app test bench notebooks screenshot loadtest soak fuzz abuse reliability
+.PHONY: app test bench bench-gguf notebooks screenshot loadtest soak fuzz abuse reliability
 
 $(APP_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,6 +35,14 @@ test: $(TEST_STAMP)
 bench: $(APP_STAMP)
 	$(BIN)/python scripts/benchmark.py
 	$(BIN)/python scripts/bench_concurrency.py
+
+# The table on GGUF files people download: the embedded model requantized by llama.cpp (Q4_K_M, Q6_K, Q8_0) and a
+# 1.1B random-weight Llama (Q4_1, Q4_K_M; built once, ~4 min, 1.4 GB), then the 1.1B Q4_K_M on the AVX2 kernels.
+BENCH_GGUF ?= --methods fast llama --prompts 16 512 --n 1 8
+bench-gguf: $(TEST_STAMP)
+	$(BIN)/python scripts/benchmark.py --gguf $$($(BIN)/python scripts/make_fixtures.py --embedded --large --paths) $(BENCH_GGUF)
+	$(BIN)/python scripts/benchmark.py --gguf $$($(BIN)/python scripts/make_fixtures.py --types Q4_K_M --paths) \
+	  $$($(BIN)/python scripts/make_fixtures.py --large --types Q4_K_M --paths) --isa avx2 $(BENCH_GGUF)
 
 notebooks: $(TEST_STAMP)
 	$(BIN)/python scripts/run_notebooks.py

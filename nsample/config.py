@@ -21,11 +21,11 @@ class EngineConfig:
                                               "memory")
     prefill_chunk: int = option(256, "prompt tokens prefilled per engine step, so a long prompt never stalls "
                                      "running streams")
-    quantize: str = option("auto", "the model's weights: none (as loaded), int8 (two-level int8 on the CPU's "
-                                   "int8 units, near float32), gguf (int8, but decode reads a GGUF's own 4-/8-bit "
-                                   "blocks, exact, where the weights are such blocks; AVX-512); auto: gguf on an "
-                                   "AVX-512 CPU with native int8 dot products, int8 on one without AVX-512, else "
-                                   "none", choices=("auto", "none", "int8", "gguf"))
+    quantize: str = option("auto", "the model's weights: none (as loaded; a .gguf file dequantized to float32 by "
+                                   "transformers), int8 (two-level int8 on the CPU's int8 units, near float32), "
+                                   "gguf (a .gguf file's own blocks, memory-mapped, decoded in C++); auto: gguf for "
+                                   "a .gguf file on a CPU where nsample's kernels build, else int8 on a CPU with "
+                                   "AMX int8 units, else none", choices=("auto", "none", "int8", "gguf"))
     max_context: int | None = option(None, "cap on the model's context window")
     decode_width: int | None = option(None, "batch invariance: decode every request at a fixed batch width (rows "
                                             "padded to a multiple of it, finished rows kept as padding), so a row's "

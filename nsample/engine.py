@@ -16,7 +16,7 @@ from nsample.model_loader import load_pretrained, resolve_device, resolve_dtype
 from nsample.model_runner import ModelRunner
 from nsample.openmp import release_pool
 from nsample.prompts import prompt_ids
-from nsample.quantize import quantize, resolve_quantize
+from nsample.quantize import on_blocks, quantize, resolve_quantize
 from nsample.request import Request
 from nsample.sampling_params import SamplingParams
 from nsample.scheduler import Scheduler
@@ -26,14 +26,15 @@ def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto",
     """An engine on `model`: None = the embedded SmolLM2-135M-Instruct; a hub id, folder or .gguf path."""
     cfg = EngineConfig(model=model, device=device, dtype=dtype, **config)
     dev = resolve_device(cfg.device)
-    m, tok, name = load_pretrained(cfg.model, dev, resolve_dtype(cfg.dtype, dev))
+    m, tok, name = load_pretrained(cfg.model, dev, resolve_dtype(cfg.dtype, dev), cfg.quantize)
     return Engine(m, tok, cfg, name=cfg.served_model_name or name)
 
 
 class Engine(BaseEngine):
     def __init__(self, model, tokenizer, config: EngineConfig = EngineConfig(), name: str = "model"):
-        """An engine on `model`; config.quantize swaps the model's layers in place (nsample/quantize.py)."""
-        self.quantize = resolve_quantize(config.quantize, model.device)  # what "auto" became here
+        """An engine on `model`; config.quantize swaps the model's layers in place (nsample/quantize.py), unless
+        the model is a GGUF file's blocks already (gguf_model.py)."""
+        self.quantize = resolve_quantize(config.quantize, model.device, on_blocks(model))  # what "auto" became
         model = quantize(model, self.quantize)
         self.model, self.tokenizer, self.config, self.name = model.eval(), tokenizer, config, name
         self.device = model.device

@@ -9,10 +9,11 @@ and the transformers modules' Python around them. Here a layer is:
     h  += a · Woᵀ                                linear_add
     h  += (SiLU(gate) · up)(RMSNorm(h)) · Wdᵀ    norm_swiglu, linear_add
 with transformers' own embedding and rotary tables. Each step is per row in a fixed order, so a row's numbers do
-not depend on its neighbours (the seed contract). The linear layers are what quantize made them (csrc/linear.h):
-a GGUF's blocks where a layer has them (quantize="gguf", the float32 model's arithmetic up to the order of sums),
-else two-level int8, as Int8Linear computes it. It runs on AVX-512 CPUs for quantized (int8 or gguf) models of
-plain causal attention (the shared-prefix layout); elsewhere the runner calls the model as before.
+not depend on its neighbours (the seed contract). The linear layers are what the model holds (csrc/linear.h):
+a GGUF file's blocks (quantize="gguf", gguf_linear.py: the float32 model's arithmetic up to the order of sums;
+q/k/v, and gate/up, as one layer of parts, each in its own format), or two-level int8, as Int8Linear computes it.
+It runs wherever the kernels run (AVX2, AVX-512, NEON: kernels.py) for quantized models of plain causal attention
+(the shared-prefix layout); elsewhere the runner calls the model as before.
 """
 from dataclasses import dataclass
 
@@ -20,9 +21,9 @@ import torch
 from torch import nn
 
 from nsample import kernels
+from nsample.gguf_linear import GGUFLinear
 from nsample.int8_linear import Int8Linear, Member
 from nsample.prefix_attention import Group
-from nsample.quantize import cpu_flags
 
 FAMILIES = {"llama", "mistral", "qwen2"}  # decoder layers exactly transformers' LlamaDecoderLayer
 SILU = {"SiLU", "SiLUActivation"}  # torch's and transformers' x·sigmoid(x)
@@ -69,8 +70,8 @@ class FusedDecoder:
 def build(model) -> FusedDecoder | None:
     """The fused decoder of `model`, or None where it does not apply (then the model's own forward runs)."""
     cfg = model.config.get_text_config(decoder=True)
-    quantized = any(type(m) is Int8Linear for m in model.modules())  # else the kernels are not even built
-    if not quantized or "avx512f" not in cpu_flags() or cfg.model_type not in FAMILIES or model.dtype != torch.float32:
+    quantized = any(type(m) in (Int8Linear, GGUFLinear) for m in model.modules())  # else no kernels are built
+    if not quantized or cfg.model_type not in FAMILIES or model.dtype != torch.float32:
         return None
     ops = kernels.ops()
     if ops is None:
@@ -79,35 +80,36 @@ def build(model) -> FusedDecoder | None:
     if head_dim % 16 or cfg.hidden_size % 32 or getattr(cfg, "hidden_act", "silu") != "silu":
         return None
     try:
-        layers = [_layer(layer) for layer in model.model.layers]
-        head = _linear(model.get_output_embeddings())
+        layers = [_layer(layer, ops) for layer in model.model.layers]
+        head = _joined(ops, [model.get_output_embeddings()])
     except (AttributeError, ValueError):
         return None
     return FusedDecoder(model, ops, layers, head)
 
 
-def _layer(layer: nn.Module) -> Layer:
+def _layer(layer: nn.Module, ops) -> Layer:
     attn, mlp = layer.self_attn, layer.mlp
-    qkv, gate_up = _group(attn.q_proj, ("q_proj", "k_proj", "v_proj")), _group(mlp.gate_proj, ("gate_proj", "up_proj"))
-    siblings = attn.k_proj.group[0], attn.v_proj.group[0], mlp.up_proj.group[0]
-    if type(mlp.act_fn).__name__ not in SILU or siblings != (qkv, qkv, gate_up):
-        raise ValueError("not a plain SiLU MLP with shared q/k/v")
+    if type(mlp.act_fn).__name__ not in SILU:
+        raise ValueError("not a plain SiLU MLP")
     norms = layer.input_layernorm, layer.post_attention_layernorm
     if norms[0].variance_epsilon != norms[1].variance_epsilon:
         raise ValueError("two epsilons")
-    return Layer(norms[0].variance_epsilon, norms[0].weight.float(), _linear(qkv.linear),
-                 _linear(attn.o_proj), norms[1].weight.float(), _linear(gate_up.linear),
-                 _linear(mlp.down_proj))
+    return Layer(norms[0].variance_epsilon, norms[0].weight.float(),
+                 _joined(ops, [attn.q_proj, attn.k_proj, attn.v_proj]), _joined(ops, [attn.o_proj]),
+                 norms[1].weight.float(), _joined(ops, [mlp.gate_proj, mlp.up_proj]), _joined(ops, [mlp.down_proj]))
 
 
-def _group(member: nn.Module, names: tuple[str, ...]):
-    if type(member) is not Member or member.index != 0 or len(member.group[0].sizes) != len(names):
-        raise ValueError("projections not grouped")
-    return member.group[0]
-
-
-def _linear(linear: nn.Module):
-    """The kernels' Linear an Int8Linear decodes on: its GGUF blocks where it has them, else its int8."""
-    if type(linear) is not Int8Linear or linear.decode_kernel is None:
-        raise ValueError("not quantized with the kernels")
-    return linear.decode_kernel
+def _joined(ops, linears: list[nn.Module]):
+    """The kernels' Linear (csrc/linear.h) of sibling projections of one input, their outputs side by side: a
+    GGUF's blocks (each its own format), or the int8 layer they share (quantize.SHARED_INPUTS) or are."""
+    if all(type(m) is GGUFLinear for m in linears):
+        biases = [m.bias if m.bias is not None else torch.zeros(m.out_features) for m in linears]
+        bias = torch.cat(biases) if any(m.bias is not None for m in linears) else None
+        return ops.gguf_block_linear([m.blocks for m in linears], [m.type_id for m in linears], bias)
+    if len(linears) == 1 and type(linears[0]) is Int8Linear and linears[0].kernel is not None:
+        return linears[0].kernel
+    group = linears[0].group[0] if type(linears[0]) is Member else None
+    if group is None or [(type(m), m.group[0], m.index) for m in linears] != [
+            (Member, group, i) for i in range(len(group.sizes))] or group.linear.kernel is None:
+        raise ValueError("projections neither a GGUF's blocks nor one int8 group")
+    return group.linear.kernel

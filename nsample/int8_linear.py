@@ -9,7 +9,7 @@ elementwise. So a row's output depends only on that row, bitwise, whatever the b
 import torch
 from torch import nn
 
-from nsample import gguf_blocks, kernels
+from nsample import kernels
 
 LEVEL = 254  # the second level's scale is the first's / LEVEL: the first level's rounding error fits in int8
 
@@ -32,8 +32,7 @@ def int8_gemm_available() -> bool:
 class Int8Linear(nn.Module):
     """y = x·Wᵀ + b with W and x each as two int8 levels; one prepacked oneDNN int8 GEMM per call."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, keep_rows: bool = False,
-                 gguf: bool = False):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, keep_rows: bool = False):
         super().__init__()
         q, s = two_level(weight)
         self.out_features, self.in_features = weight.shape
@@ -44,19 +43,14 @@ class Int8Linear(nn.Module):
         self.register_buffer("zero_points", torch.zeros(len(s), dtype=torch.int32))
         self.rows = (q, s) if keep_rows else None  # plain rows, for an embedding tied to this weight
         fused = kernels.ops()  # built (once per machine) while the model loads, not at its first request
-        self.blocks = gguf_blocks.split(weight) if gguf and fused else None  # decode on GGUF blocks, where exact
-        # The C++ layers (csrc/linear.h), where the kernels could be built: the int8 GEMM with the float work around
-        # it in two kernels, and what decode steps run on (the blocks where exact, else the same int8).
-        self.prefill_kernel = self.decode_kernel = None
-        if fused:
-            self.prefill_kernel = fused.int8_linear(self.packed, self.scales, self.zero_points, self.bias)
-            self.decode_kernel = self.prefill_kernel if self.blocks is None else fused.block_linear(
-                self.blocks[1], self.blocks[2], self.blocks[3] if self.blocks[0] == "q4_1" else None, self.bias)
+        # The C++ layer (csrc/linear.h), where the kernels could be built: the int8 GEMM with the float work around
+        # it in two kernels; the fused decoder (fused_decode.py) takes it too.
+        self.kernel = fused.int8_linear(self.packed, self.scales, self.zero_points, self.bias) if fused else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features).float().contiguous()  # (M, K)
-        if self.prefill_kernel is not None:
-            y = (self.decode_kernel if gguf_blocks.in_decode() else self.prefill_kernel)(x2)  # (M, N)
+        if self.kernel is not None:
+            y = self.kernel(x2)  # (M, N)
         else:  # the same arithmetic in ATen ops
             levels, t1 = Eager.split_rows(x2)
             y = torch.ops.onednn.qlinear_pointwise(levels, 1.0, 0, self.packed, self.scales, self.zero_points, None,
@@ -105,12 +99,12 @@ class Int8Embedding(nn.Module):
 class SharedInput(nn.Module):
     """Sibling projections of one input (q/k/v, gate/up) as one GEMM; each member returns its slice."""
 
-    def __init__(self, linears: list[nn.Linear], gguf: bool = False):
+    def __init__(self, linears: list[nn.Linear]):
         super().__init__()
         bias = None
         if any(m.bias is not None for m in linears):
             bias = torch.cat([m.bias if m.bias is not None else m.weight.new_zeros(m.out_features) for m in linears])
-        self.linear = Int8Linear(torch.cat([m.weight for m in linears]), bias, gguf=gguf)
+        self.linear = Int8Linear(torch.cat([m.weight for m in linears]), bias)
         self.sizes = [m.out_features for m in linears]
         self._input: torch.Tensor | None = None  # held, so its identity cannot be reused while parts are pending
         self._parts: list[torch.Tensor | None] = []

@@ -1,21 +1,22 @@
-"""nsample's C++ kernels (`csrc/`), built once per machine with torch's cpp_extension; None where they cannot be.
+"""nsample's C++ kernels (`csrc/`), built once per machine and instruction set with torch's cpp_extension; None
+where they cannot be.
 
-- int8_rows.cpp: the float work around the two-level int8 GEMM (int8_linear.py). Each Int8Linear call rounds its
-  activation rows to two int8 levels before the GEMM and combines the four level products after it; in ATen
-  that is about fifteen small ops per call, 121 calls per decode step, and on a 2-core CPU they cost more than
-  the GEMM itself (o_proj at 8 rows: 121 µs a call, 35 µs of it the GEMM). The kernels do the same arithmetic,
-  bitwise, in two calls (70 µs).
-- block_rows.cpp: decode on a GGUF's own 4- and 8-bit blocks (gguf_blocks.py), float32 sums, AVX-512.
+- int8_rows.cpp: the float work around the two-level int8 GEMM (int8_linear.py), bitwise the ATen ops it replaces.
+- gguf_formats.h, gguf_linear.cpp: linear layers on a GGUF's own blocks, read as the file holds them (gguf_model.py).
 - linear.cpp: a decode-time linear layer of either kind; decode_layer.cpp: the rest of a Llama-style layer's decode
   step around it (fused_decode.py).
-They are compiled (g++ and ninja, about 80 s on 2 cores) the first time a quantized model loads, into
-$TORCH_EXTENSIONS_DIR (else ~/.cache/torch_extensions), keyed by torch version; later loads take the built library.
-Without a compiler, on a CPU without AVX2, or with NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead
-and decode stays on int8.
+The sources are written once on torch's portable vector layer (`at::vec::Vectorized`, what torch's own CPU kernels
+use) and compiled per instruction set: AVX-512 or AVX2 (with FMA and F16C) on x86-64, NEON on ARM64. The set is
+picked at run time from what this CPU and torch support (`isa()`), or forced with NSAMPLE_ISA=avx2|avx512|neon.
+They are compiled (g++ and ninja, a few minutes on 2 cores) the first time a quantized model loads, into
+$TORCH_EXTENSIONS_DIR (else ~/.cache/torch_extensions), keyed by torch version and instruction set; later loads
+take the built library. Without a compiler, on a CPU without AVX2 or NEON, or with NSAMPLE_NO_CPP=1, the ATen ops
+in int8_linear.py run instead, a GGUF's blocks are dequantized at load, and decode steps go through transformers.
 """
 import hashlib
 import logging
 import os
+import platform
 import shutil
 import threading
 from pathlib import Path
@@ -24,39 +25,61 @@ import torch
 
 log = logging.getLogger(__name__)
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = [CSRC / f for f in ("bindings.cpp", "int8_rows.cpp", "block_rows.cpp", "linear.cpp", "decode_layer.cpp")]
-FLAGS = ["-O3", "-fopenmp", "-mavx2", "-mfma",  # quantized paths run only on CPUs with AVX2 and FMA (VNNI ones)
-         "-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
+SOURCES = [CSRC / f for f in ("bindings.cpp", "int8_rows.cpp", "gguf_linear.cpp", "linear.cpp", "decode_layer.cpp")]
+COMMON = ["-O3", "-fopenmp",
+          "-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
+ISA_FLAGS = {  # at::vec picks its implementation from CPU_CAPABILITY_*; the -m flags let the compiler emit it
+    "avx512": ["-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl",
+               "-mavx512dq", "-mfma", "-mf16c"],
+    "avx2": ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c"],
+    "neon": ["-DCPU_CAPABILITY=DEFAULT"],  # ARM64: at::vec's DEFAULT build is NEON there
+}
+TORCH_CAPABILITY = {"AVX512": "avx512", "AVX2": "avx2"}  # torch.backends.cpu.get_cpu_capability() -> ours
 _lock = threading.Lock()
-_built: dict[str, object] = {}  # "ops": the extension module, or None where it could not be built
+_built: dict[str, object] = {}  # ISA -> the extension module, or None where it could not be built
+
+
+def isa() -> str | None:
+    """The instruction set the kernels are built for here: NSAMPLE_ISA if set, else the best this CPU has (as
+    torch's own dispatch sees it), or None where there is none (no AVX2 on x86, an unknown machine)."""
+    forced = os.environ.get("NSAMPLE_ISA", "").lower()
+    if forced and forced != "auto":
+        if forced not in ISA_FLAGS:
+            raise ValueError(f"NSAMPLE_ISA must be one of auto, {', '.join(ISA_FLAGS)}; got {forced!r}")
+        return forced
+    if platform.machine().lower() in ("arm64", "aarch64"):
+        return "neon"
+    return TORCH_CAPABILITY.get(torch.backends.cpu.get_cpu_capability())
 
 
 def ops():
-    """The built extension (csrc/bindings.cpp lists its functions), or None: disabled, or it could not be built."""
-    if "ops" not in _built:
+    """The built extension for `isa()` (csrc/bindings.cpp lists its functions), or None: disabled, no ISA, or it
+    could not be built."""
+    which = isa()
+    if which not in _built:
         with _lock:
-            if "ops" not in _built:
-                usable = torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")  # compiled for AVX2
-                _built["ops"] = None if os.environ.get("NSAMPLE_NO_CPP") or not usable else _build()
-    return _built["ops"]
+            if which not in _built:
+                _built[which] = None if os.environ.get("NSAMPLE_NO_CPP") or which is None else _build(which)
+    return _built[which]
 
 
-def _build():
+def _build(which: str):
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
-    where = root / f"nsample_kernels-torch{torch.__version__.replace('+', '-')}"
+    name = f"nsample_kernels_{which}"
+    where = root / f"{name}-torch{torch.__version__.replace('+', '-')}"
     try:
         from torch.utils.cpp_extension import load
 
         _ninja_on_path()
         where.mkdir(parents=True, exist_ok=True)
         if not any(where.glob("*.so")):
-            log.warning("building nsample's C++ kernels into %s (once, about a minute)", where)
+            log.warning("building nsample's C++ kernels for %s into %s (once, a few minutes)", which, where)
         headers = hashlib.sha256(b"".join(h.read_bytes() for h in sorted(CSRC.glob("*.h")))).hexdigest()[:16]
-        return load(name="nsample_kernels", sources=[str(s) for s in SOURCES], build_directory=str(where),
-                    extra_cflags=FLAGS + [f"-DNSAMPLE_HEADERS={headers}"],  # torch rebuilds on changed sources or
-                    verbose=False)  # flags, not headers: their hash is a flag
+        return load(name=name, sources=[str(s) for s in SOURCES], build_directory=str(where),
+                    extra_cflags=COMMON + ISA_FLAGS[which] + [f"-DNSAMPLE_HEADERS={headers}"],  # torch rebuilds on
+                    verbose=False)  # changed sources or flags, not headers: their hash is a flag
     except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a read-only home: the ATen ops still work
-        log.warning("nsample's C++ kernels could not be built (%s); using ATen ops, which are slower", e)
+        log.warning("nsample's C++ kernels could not be built for %s (%s); using ATen ops, which are slower", which, e)
         return None
 
 

@@ -78,20 +78,45 @@ def converted_gguf(gguf: Path) -> Path:
 
 def model_source(model: str | None) -> tuple[str, str]:
     """(what from_pretrained loads, the served name) for None, a .gguf path, a folder or a hub id."""
-    if model is None:
-        return str(converted_gguf(embedded_gguf())), EMBEDDED_NAME
-    if model.endswith(".gguf"):
-        path = Path(model).expanduser()
-        if not path.is_file():
-            raise ModelMissing(f"No GGUF file at {path}.")
-        return str(converted_gguf(path)), path.stem
+    path = gguf_path(model)
+    if path is not None:
+        return str(converted_gguf(path)), EMBEDDED_NAME if model is None else path.stem
     if Path(model).expanduser().is_dir():
         return str(Path(model).expanduser()), Path(model).name
     return model, model
 
 
-def load_pretrained(model: str | None, device: torch.device, dtype: torch.dtype):
-    """(model, tokenizer, served name), the model in eval mode on `device`."""
+def gguf_path(model: str | None) -> Path | None:
+    """The GGUF file `model` names (None: the embedded one), or None for a folder, hub id or the tiny model."""
+    if model is None:
+        return embedded_gguf()
+    if model.endswith(".gguf"):
+        path = Path(model).expanduser()
+        if not path.is_file():
+            raise ModelMissing(f"No GGUF file at {path}.")
+        return path
+    return None
+
+
+def as_blocks(model: str | None, device: torch.device, dtype: torch.dtype, quantize: str) -> Path | None:
+    """The GGUF file to load as its blocks (gguf_model.py), or None: not a GGUF, not asked, or not possible here.
+    quantize="gguf" insists: where it is not possible it is an error, not a silent float32 model."""
+    from nsample import gguf_model, kernels
+
+    path = gguf_path(model) if model != TINY_NAME and quantize in ("auto", "gguf") else None
+    why = ("the model is not a .gguf file" if path is None else "it needs a CPU" if device.type != "cpu" else
+           "it needs float32 activations" if dtype != torch.float32 else
+           "nsample's C++ kernels are not available here" if kernels.ops() is None else
+           "this architecture's tensors need transformers' conversion" if not gguf_model.supported(path, cache_dir())
+           else None)
+    if why and quantize == "gguf":
+        raise ValueError(f"quantize='gguf' (decode on the GGUF file's blocks) is not possible: {why}")
+    return None if why else path
+
+
+def load_pretrained(model: str | None, device: torch.device, dtype: torch.dtype, quantize: str = "none"):
+    """(model, tokenizer, served name), the model in eval mode on `device`; a GGUF file as its own blocks where
+    `quantize` (auto or gguf) allows it and the kernels run here, else through transformers' float32 conversion."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if model == TINY_NAME:
@@ -99,6 +124,12 @@ def load_pretrained(model: str | None, device: torch.device, dtype: torch.dtype)
 
         m, tok = tiny_model()
         return m.to(device=device, dtype=dtype), tok, TINY_NAME
+    blocks = as_blocks(model, device, dtype, quantize)
+    if blocks is not None:
+        from nsample import gguf_model
+
+        m, tok = gguf_model.load(blocks, cache_dir())
+        return m, tok, EMBEDDED_NAME if model is None else blocks.stem
     source, name = model_source(model)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)

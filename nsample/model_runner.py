@@ -7,7 +7,7 @@ requests run packed into one forward; (3) every request
 with logits samples a token column and publishes it; (4) one decode forward runs the live rows of all
 shared-prefix requests together, ordered by cohort (the requests whose decoding started at the same step
 share their generated tokens' KV buffers, `nsample/cohort.py`): the model's own forward, or for a quantized
-Llama-style model on an AVX-512 CPU the C++ one (`nsample/fused_decode.py`); forked-cache requests, for architectures
+Llama-style model on a CPU where nsample's kernels run the C++ one (`nsample/fused_decode.py`); forked-cache requests, for architectures
 without the shared layout, each run a forward of their own.
 """
 import time
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from nsample import fused_decode, gguf_blocks
+from nsample import fused_decode, gguf_linear
 from nsample.cohort import Cohort
 from nsample.config import EngineConfig
 from nsample.outputs import StreamEvent
@@ -71,7 +71,7 @@ class ModelRunner:
         for st in decoding:  # 3) sample a token column for every request with logits
             self._guard(updates, [st], lambda: updates[st.req].events.extend(st.sample(self.token_text)))
         live = [s for s in decoding if s.rows]
-        with gguf_blocks.decoding():  # decode forwards: on a GGUF's blocks where a layer has them (gguf)
+        with gguf_linear.decoding():  # decode forwards: a GGUF's blocks on the decode kernels
             if self.shared and live:  # 4) one decode forward for the live rows of all requests
                 self._guard(updates, live, lambda: self._decode(live))
             for st in live if not self.shared else []:  # forked caches: a forward per request

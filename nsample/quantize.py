@@ -1,4 +1,5 @@
-"""The decode weights: float (`none`) or two-level int8 (`int8`) for every linear layer and the tied LM head.
+"""The decode weights: float (`none`), two-level int8 (`int8`) for every linear layer and the tied LM head, or a GGUF
+file's own blocks (`gguf`: loaded so by gguf_model.py, nothing to swap here).
 
 Why two-level int8 (nsample/int8_linear.py); SmolLM2-135M-Instruct, one thread of an AMX CPU, busy machine:
 - Decode reads every weight once per step, so bytes per weight are the lever, and oneDNN's prepacked int8
@@ -16,18 +17,23 @@ Why two-level int8 (nsample/int8_linear.py); SmolLM2-135M-Instruct, one thread o
   `_weight_int4pack_mm_for_cpu` and FBGEMM fp16 are fast only for bfloat16 activations or one row.
   `quantize_dynamic` (FBGEMM) is not used: one activation scale per batch would couple the rows.
 - Rows stay independent, bitwise: integer sums are exact and every float step is per row.
-- CPUs: auto picks int8 only where int8 dot products are native (AMX-INT8, AVX512-VNNI, AVX-VNNI); on plain
-  AVX2, oneDNN halves int8 weights to avoid int16 saturation, which would cost the precision above.
+- CPUs: auto picks int8 only where oneDNN's int8 GEMM was measured fast (AMX-INT8; INT8_FLAGS); on plain AVX2,
+  oneDNN halves int8 weights to avoid int16 saturation, which would cost the precision above, and on an AMD Zen 4
+  (AVX512-VNNI) it ran its reference kernel, thousands of times slower.
 """
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from nsample.gguf_linear import GGUFLinear
 from nsample.int8_linear import Int8Embedding, Int8Linear, Member, SharedInput, int8_gemm_available
 
 MODES = ("none", "int8", "gguf")
-INT8_FLAGS = frozenset({"amx_int8", "avx512_vnni", "avx_vnni"})  # /proc/cpuinfo names of native int8 dot products
+# /proc/cpuinfo names of the int8 units oneDNN's prepacked int8 GEMM was measured fast on. Not AVX512-VNNI alone: on
+# an AMD EPYC (Zen 4: AVX512-VNNI, no AMX) oneDNN 3.12 ran qlinear_pointwise on its reference kernel (ref_int8;
+# ONEDNN_VERBOSE=1 shows it), 7 s for the 576x49152 LM head at 4 rows, against 1.3-1.6 ms with AMX.
+INT8_FLAGS = frozenset({"amx_int8"})
 SHARED_INPUTS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # siblings that read the same input
 
 
@@ -41,54 +47,61 @@ def cpu_flags() -> frozenset[str]:
         return frozenset(f for f, probe in probes.items() if getattr(torch.cpu, probe, lambda: False)())
 
 
-def resolve_quantize(mode: str, device: str | torch.device) -> str:
-    """The decode weights for `mode` on `device`, on this machine."""
-    return choose_quantize(mode, torch.device(device).type, cpu_flags(), int8_gemm_available())
+def on_blocks(model: nn.Module) -> bool:
+    """Whether `model` was loaded as a GGUF file's blocks (gguf_model.py)."""
+    return any(isinstance(m, GGUFLinear) for m in model.modules())
 
 
-def choose_quantize(mode: str, device_type: str, flags: frozenset[str], int8_ops: bool) -> str:
-    """auto = gguf on a CPU with AVX-512 and native int8 dot products, int8 on one with native int8 dot products
-    only (both need oneDNN's int8 ops), else none."""
+def resolve_quantize(mode: str, device: str | torch.device, blocks: bool = False) -> str:
+    """The decode weights for `mode` on `device`, on this machine; `blocks`: the model is a GGUF's blocks."""
+    return choose_quantize(mode, torch.device(device).type, cpu_flags(), int8_gemm_available(), blocks)
+
+
+def choose_quantize(mode: str, device_type: str, flags: frozenset[str], int8_ops: bool, blocks: bool = False) -> str:
+    """gguf for a model loaded as a GGUF file's blocks (the loader decides: model_loader.as_blocks); otherwise
+    auto = int8 on a CPU with AMX int8 units (it needs oneDNN's int8 ops; INT8_FLAGS says why only there), else
+    none."""
     if mode not in ("auto", *MODES):
         raise ValueError(f"quantize must be one of auto, {', '.join(MODES)}; got {mode!r}")
+    if blocks:
+        if mode not in ("auto", "gguf"):
+            raise ValueError(f"quantize={mode!r}: this model is a GGUF file's blocks; load it with that mode instead")
+        return "gguf"
+    if mode == "gguf":
+        raise ValueError("quantize='gguf' decodes on a GGUF file's blocks: load a .gguf model with it")
     cpu = device_type == "cpu"
-    if mode in ("int8", "gguf") and not (cpu and int8_ops):
+    if mode == "int8" and not (cpu and int8_ops):
         raise ValueError(f"quantize={mode!r} needs a CPU and a torch build with oneDNN (x86); use 'none' here")
-    if mode == "gguf" and "avx512f" not in flags:
-        raise ValueError("quantize='gguf' needs a CPU with AVX-512; use 'int8' here")
     if mode != "auto":
         return mode
-    if not (cpu and int8_ops and flags & INT8_FLAGS):
-        return "none"
-    return "gguf" if "avx512f" in flags else "int8"
+    return "int8" if cpu and int8_ops and flags & INT8_FLAGS else "none"
 
 
 def quantize(model: nn.Module, mode: str) -> nn.Module:
     """Swap `model`'s linear layers (and a tied input embedding) in place for `mode`'s kind; return it."""
-    if mode == "none" or any(isinstance(m, Int8Linear) for m in model.modules()):
-        return model  # none, or swapped already: a second call changes nothing
-    assert mode in ("int8", "gguf"), mode
-    gguf = mode == "gguf"
+    if mode in ("none", "gguf") or any(isinstance(m, Int8Linear) for m in model.modules()):
+        return model  # as loaded (a GGUF's blocks are loaded so), or swapped already: a second call changes nothing
+    assert mode == "int8", mode
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     tied = type(head) is nn.Linear and embed is not None and head.weight is embed.weight
     for parent in list(model.modules()):
-        _swap_children(parent, skip=head, gguf=gguf)  # the head is swapped below, with its embedding
+        _swap_children(parent, skip=head)  # the head is swapped below, with its embedding
     if type(head) is nn.Linear:
-        new_head = Int8Linear(head.weight, head.bias, keep_rows=tied, gguf=gguf)
+        new_head = Int8Linear(head.weight, head.bias, keep_rows=tied)
         model.set_output_embeddings(new_head)
         if tied:
             model.set_input_embeddings(Int8Embedding(new_head, embed.weight.dtype))
     return model
 
 
-def _swap_children(parent: nn.Module, skip: nn.Module | None, gguf: bool) -> None:
+def _swap_children(parent: nn.Module, skip: nn.Module | None) -> None:
     linears = {name: m for name, m in parent.named_children() if type(m) is nn.Linear and m is not skip}
     for names in SHARED_INPUTS:
         if all(n in linears for n in names):
-            group = SharedInput([linears.pop(n) for n in names], gguf=gguf)
+            group = SharedInput([linears.pop(n) for n in names])
             parent.add_module("_".join(names), group)  # registered once, here; members refer to it
             for i, n in enumerate(names):
                 setattr(parent, n, Member(group, i))
     for name, m in linears.items():
-        setattr(parent, name, Int8Linear(m.weight, m.bias, gguf=gguf))
+        setattr(parent, name, Int8Linear(m.weight, m.bias))

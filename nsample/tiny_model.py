@@ -6,9 +6,10 @@ def tiny_model(seed: int = 0, layers: int = 2, hidden: int = 64, context: int = 
     """(model, tokenizer): random weights from `seed`, SmolLM2's tokenizer and chat template."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from nsample.model_loader import converted_gguf, embedded_gguf
+    from nsample.gguf_model import metadata
+    from nsample.model_loader import cache_dir, embedded_gguf
 
-    tokenizer = AutoTokenizer.from_pretrained(converted_gguf(embedded_gguf()))
+    tokenizer = AutoTokenizer.from_pretrained(metadata(embedded_gguf(), cache_dir()))
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=context, initializer_range=0.5, tie_word_embeddings=True,

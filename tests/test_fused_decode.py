@@ -1,23 +1,32 @@
-"""Decode steps in C++ (nsample/fused_decode.py), on GGUF blocks and int8: the model's own numbers, each row its own."""
+"""Decode steps in C++ (nsample/fused_decode.py), on GGUF blocks and int8, on every instruction set this CPU runs:
+the model's own numbers, each row its own."""
 import pytest
-from gguf_rounding import needs_gguf, round_to_q4_1
+from gguf_fixtures import forced_isa, needs_gguf, tiny_gguf_engine
 
-from nsample import fused_decode, gguf_blocks, kernels
+from nsample import fused_decode, gguf_linear, kernels
 from nsample.config import EngineConfig
 from nsample.engine import Engine
-from nsample.quantize import quantize
+from nsample.quantize import quantize, resolve_quantize
 from nsample.tiny_model import tiny_model
 
 pytestmark = needs_gguf
+ISAS = [kernels.isa()] + (["avx2"] if kernels.isa() == "avx512" else [])  # and AVX2 forced, as on most laptops
+KINDS = ["mix", "q4_1"] + (["int8"] if resolve_quantize("auto", "cpu") == "int8" else [])
 
 
-@pytest.fixture(scope="module", params=["gguf", "int8"])
+@pytest.fixture(scope="module", params=[(kind, isa) for isa in ISAS for kind in KINDS], ids="-".join)
 def tiny_engine(request):
-    """The tiny model (head dim 16, two KV heads of two queries) as gguf (its weights rounded to Q4_1) or int8."""
-    model, tokenizer = tiny_model(layers=3)
-    model = round_to_q4_1(model) if request.param == "gguf" else model
-    engine = Engine(quantize(model, request.param), tokenizer, EngineConfig(quantize=request.param),
-                    name=f"tiny-{request.param}")
+    """The tiny model (head dim 64, two KV heads of two queries) as a GGUF file's blocks (a Q4_K_M-like mix of
+    Q4_K and Q6_K, or Q4_1 and Q8_0 as the embedded model) or as int8, its kernels built for `isa`."""
+    kind, isa = request.param
+    with forced_isa(isa) as ops:
+        if kind == "int8":
+            model, tokenizer = tiny_model(layers=3, hidden=256)
+            engine = Engine(quantize(model, "int8"), tokenizer, EngineConfig(quantize="int8"), name="tiny-int8")
+        else:
+            engine = tiny_gguf_engine(kind, layers=3)
+    assert engine.runner.fused is not None and engine.runner.fused.ops is ops
+    engine.isa = isa
     yield engine
     engine.close()
 
@@ -48,7 +57,7 @@ def test_its_logits_are_the_models_own_forward_on_the_same_cache(tiny_engine):
 
     def both(ids, positions, groups):
         got = fused(ids, positions, groups)  # stores this step's keys and values, then attends
-        with gguf_blocks.decoding():  # the model's forward stores them again (its own, ~1e-7 apart) and attends
+        with gguf_linear.decoding():  # the model's forward stores them again (its own, ~1e-7 apart) and attends
             want = model(input_ids=ids, position_ids=positions, use_cache=False, nsample_batch=groups).logits[:, -1]
         gaps.append(((got - want).abs().max() / want.abs().max()).item())
         assert sum(len(g.segments) for g in groups) >= 1 and got.shape == want.shape
@@ -86,7 +95,8 @@ def test_each_row_is_bitwise_its_own_alone_in_its_request_or_among_other_request
 def test_rows_padded_to_a_fixed_width_get_the_same_numbers(tiny_engine):
     """decode_width pads each request's rows (n=3 -> 4); every row's numbers in the fused decoder are its own."""
     config = EngineConfig(quantize=tiny_engine.quantize, decode_width=4)
-    padded = Engine(tiny_engine.model, tiny_engine.tokenizer, config, name="w4")
+    with forced_isa(tiny_engine.isa):
+        padded = Engine(tiny_engine.model, tiny_engine.tokenizer, config, name="w4")
     try:
         assert padded.runner.fused is not None
         args = dict(n=3, seed=30, max_tokens=24, ignore_eos=True, logprobs=True)

@@ -4,18 +4,19 @@ import shutil
 import pytest
 import torch
 import torch.nn.functional as F
-from gguf_rounding import HAS_GGUF, needs_gguf, q4_1, q8_0, round_to_q4_1
+from gguf_fixtures import HAS_GGUF, needs_gguf, tiny_gguf_engine
 
-from nsample import gguf_blocks, kernels
+from nsample import kernels
 from nsample.config import EngineConfig
 from nsample.engine import Engine
 from nsample.engine_base import wrap_seed
+from nsample.gguf_linear import GGUFLinear
 from nsample.int8_linear import Eager, Int8Linear, two_level
 from nsample.model_loader import load_pretrained
 from nsample.quantize import choose_quantize, quantize, resolve_quantize
 from nsample.tiny_model import tiny_model
 
-needs_int8 = pytest.mark.skipif(resolve_quantize("auto", "cpu") == "none", reason="no native int8 GEMM on this CPU")
+needs_int8 = pytest.mark.skipif(resolve_quantize("auto", "cpu") == "none", reason="no fast int8 GEMM on this CPU")
 FAST_MODES = [pytest.param("int8", marks=needs_int8), pytest.param("gguf", marks=needs_gguf)]
 AMX = frozenset({"avx2", "avx512f", "avx512_vnni", "amx_int8", "amx_bf16"})
 AVX2 = frozenset({"avx", "avx2", "fma"})
@@ -24,8 +25,9 @@ PROMPTS = ["What is the capital of France?", "Write a haiku about autumn.", "Giv
 
 
 @pytest.mark.parametrize("mode, device, flags, ops, expected", [
-    ("auto", "cpu", AMX, True, "gguf"),  # AVX-512 for the block decode kernels
-    ("auto", "cpu", AVX2 | {"avx_vnni"}, True, "int8"),
+    ("auto", "cpu", AMX, True, "int8"),
+    ("auto", "cpu", AVX2 | {"avx_vnni"}, True, "none"),  # oneDNN's int8 GEMM is fast with AMX only (INT8_FLAGS)
+    ("auto", "cpu", AMX - {"amx_int8", "amx_bf16"}, True, "none"),  # AVX512-VNNI: on an AMD Zen 4, its ref kernel
     ("auto", "cpu", AVX2, True, "none"),  # no native int8 dot products: oneDNN would halve the weights
     ("auto", "cpu", AMX, False, "none"),  # a torch build without oneDNN's int8 ops
     ("auto", "cuda", AMX, True, "none"),
@@ -35,14 +37,16 @@ PROMPTS = ["What is the capital of France?", "Write a haiku about autumn.", "Giv
 ])
 def test_auto_picks_int8_only_on_a_cpu_with_native_int8(mode, device, flags, ops, expected):
     assert choose_quantize(mode, device, flags, ops) == expected
+    assert choose_quantize("auto" if mode == "auto" else "gguf", device, flags, ops, blocks=True) == "gguf"
 
 
-@pytest.mark.parametrize("mode, device, flags, ops", [("int8", "cuda", AMX, True), ("int8", "cpu", AMX, False),
-                                                      ("int4", "cpu", AMX, True), ("gguf", "cpu", AVX2, True),
-                                                      ("gguf", "cuda", AMX, True)])
-def test_an_unusable_mode_is_refused(mode, device, flags, ops):
+@pytest.mark.parametrize("mode, device, flags, ops, blocks", [
+    ("int8", "cuda", AMX, True, False), ("int8", "cpu", AMX, False, False), ("int4", "cpu", AMX, True, False),
+    ("gguf", "cpu", AMX, True, False),  # gguf is how a GGUF file loads, not a conversion of other weights
+    ("int8", "cpu", AMX, True, True), ("none", "cpu", AMX, True, True)])  # a GGUF's blocks are not converted
+def test_an_unusable_mode_is_refused(mode, device, flags, ops, blocks):
     with pytest.raises(ValueError, match="quantize"):
-        choose_quantize(mode, device, flags, ops)
+        choose_quantize(mode, device, flags, ops, blocks)
 
 
 def test_two_levels_reconstruct_each_row_to_a_65000th_of_its_maximum():
@@ -74,7 +78,7 @@ def test_without_the_cpp_kernels_the_aten_ops_give_the_same_rows(monkeypatch):
     torch.manual_seed(1)
     w, b, x = torch.randn(200, 96), torch.randn(200), torch.randn(5, 96)
     with_kernels = Int8Linear(w, b)
-    assert with_kernels.prefill_kernel is not None or kernels.ops() is None
+    assert with_kernels.kernel is not None or kernels.ops() is None
 
     def no_compiler(*args, **kwargs):
         raise RuntimeError("no g++ here")
@@ -83,7 +87,7 @@ def test_without_the_cpp_kernels_the_aten_ops_give_the_same_rows(monkeypatch):
     monkeypatch.setattr("torch.utils.cpp_extension.load", no_compiler)
     assert kernels.ops() is None
     without = Int8Linear(w, b)  # built where the kernels could not be: the ATen ops
-    assert without.prefill_kernel is None
+    assert without.kernel is None
     assert torch.equal(without(x), with_kernels(x))
 
 
@@ -129,41 +133,6 @@ def test_projections_of_one_input_share_one_gemm_and_keep_their_biases():
     assert not torch.equal(block(x + 1)[1], got[1])
 
 
-@pytest.mark.parametrize("kind, rounded", [("q4_1", q4_1), ("q8_0", q8_0)])
-def test_gguf_blocks_are_read_back_exactly_and_only_from_such_weights(kind, rounded):
-    torch.manual_seed(0)
-    w = rounded(torch.randn(40, 96) * torch.logspace(-3, 1, 40)[:, None])
-    w[2, 32:64] = 0  # an all-zero block
-    blocks = gguf_blocks.split(w)
-    assert blocks[0] == kind and blocks[2].shape == (40, 3)
-    assert blocks[1].shape == ((40, 48) if kind == "q4_1" else (40, 96))
-    assert torch.equal(gguf_blocks.join(blocks), w)
-    assert gguf_blocks.split(torch.randn(40, 96)) is None  # neither: the layer stays on int8
-    assert gguf_blocks.split(w[:, :80]) is None  # K not a multiple of 32
-    nudged = w.clone()
-    nudged[3, 7] = torch.nextafter(nudged[3, 7], torch.tensor(1e9))
-    assert gguf_blocks.split(nudged) is None  # one weight off by an ulp
-
-
-@needs_gguf
-@pytest.mark.parametrize("rounded", [q4_1, q8_0])
-@torch.inference_mode()
-def test_decode_on_gguf_blocks_is_float32_math_and_each_row_is_bitwise_its_own(rounded):
-    torch.manual_seed(0)
-    w, b = rounded(torch.randn(300, 96)), torch.randn(300)
-    layer, x = Int8Linear(w, b, gguf=True), torch.randn(37, 96) * 3  # 37 rows: two full tiles of 16 and 5
-    assert layer.blocks is not None
-    prefill = layer(x)  # outside decode: the int8 GEMM
-    with gguf_blocks.decoding():
-        y = layer(x)
-        alone = [layer(x[i:i + 1])[0] for i in range(37)]
-    ref = F.linear(x.double(), w.double(), b.double())
-    assert (y.double() - ref).abs().max() < 1e-5 * ref.abs().max()  # float32 sums of the exact weights
-    assert not torch.equal(y, prefill) and (prefill.double() - ref).abs().max() < 1e-3 * ref.abs().max()
-    assert all(torch.equal(a, y[i]) for i, a in enumerate(alone))
-    assert not gguf_blocks.in_decode()
-
-
 @pytest.fixture(scope="module")
 def tiny_pair():
     """The tiny random model as float32 and as int8 (same weights), for numerics."""
@@ -187,12 +156,11 @@ def test_the_quantized_tiny_model_keeps_float32_logits_and_rows_independent(tiny
 
 @pytest.fixture(scope="module")
 def tiny_fast_engines():
-    """The tiny model as int8, and with its weights rounded to Q4_1 blocks as gguf (when this CPU has it)."""
-    engines = {}
-    for mode in ("int8", "gguf") if HAS_GGUF else ("int8",):
-        model, tokenizer = tiny_model()
-        model = round_to_q4_1(model) if mode == "gguf" else model
-        engines[mode] = Engine(quantize(model, mode), tokenizer, EngineConfig(quantize=mode), name=f"tiny-{mode}")
+    """The tiny model as int8, and as a Q4_K_M-like GGUF file's blocks (where the kernels and quantizer are here)."""
+    model, tokenizer = tiny_model()
+    engines = {"int8": Engine(quantize(model, "int8"), tokenizer, EngineConfig(quantize="int8"), name="tiny-int8")}
+    if HAS_GGUF:
+        engines["gguf"] = tiny_gguf_engine("mix")
     yield engines
     for e in engines.values():
         e.close()
@@ -202,8 +170,7 @@ def tiny_fast_engines():
 @pytest.mark.parametrize("seed", [0, 2026])
 def test_seed_contract_holds_on_the_quantized_tiny_model(tiny_fast_engines, mode, seed):
     engine, args = tiny_fast_engines[mode], dict(max_tokens=48, ignore_eos=True, temperature=1.0)
-    if mode == "gguf":
-        assert all(m.blocks is not None for m in engine.model.modules() if isinstance(m, Int8Linear))
+    assert engine.quantize == mode
     wide = engine.generate("Once upon a time", n=6, seed=seed, **args)
     alone = [engine.generate("Once upon a time", n=1, seed=wrap_seed(seed + i), **args).choices[0]
              for i in range(6)]
@@ -213,10 +180,10 @@ def test_seed_contract_holds_on_the_quantized_tiny_model(tiny_fast_engines, mode
 
 @pytest.fixture(scope="module")
 def smol_engines():
-    """The embedded SmolLM2 as float32, int8 and (on AVX-512) gguf engines, by mode."""
+    """The embedded SmolLM2 as float32, int8 and (where the kernels run) its GGUF file's blocks, by mode."""
     engines = {}
     for mode in ("none", "int8", "gguf") if HAS_GGUF else ("none", "int8"):
-        model, tokenizer, name = load_pretrained(None, torch.device("cpu"), torch.float32)
+        model, tokenizer, name = load_pretrained(None, torch.device("cpu"), torch.float32, mode)
         engines[mode] = Engine(quantize(model, mode), tokenizer, EngineConfig(quantize=mode), name=name)
     yield engines
     for e in engines.values():
@@ -242,10 +209,10 @@ def test_the_fast_paths_keep_the_embedded_models_greedy_output(smol_engines, mod
 @pytest.mark.parametrize("mode", FAST_MODES)
 def test_seed_contract_holds_on_the_quantized_embedded_model(smol_engines, mode):
     fast = smol_engines[mode]
-    if mode == "gguf":  # every projection decodes on its Q4_1 blocks, the LM head on its Q8_0 blocks, in C++
-        kinds = [m.blocks[0] for m in fast.model.modules() if isinstance(m, Int8Linear)]
-        assert sorted(kinds) == ["q4_1"] * 30 * 4 + ["q8_0"]
-    assert (fast.runner.fused is not None) == HAS_GGUF  # decode steps in C++ on AVX-512 CPUs, int8 or blocks
+    if mode == "gguf":  # every projection decodes on the file's Q4_1 blocks, the tied LM head on its Q8_0 blocks
+        kinds = [m.format for m in fast.model.modules() if isinstance(m, GGUFLinear)]
+        assert sorted(kinds) == ["Q4_1"] * 30 * 7 + ["Q8_0"]
+    assert (fast.runner.fused is not None) == (kernels.ops() is not None)  # decode steps in C++, int8 or blocks
     chat, args = [{"role": "user", "content": "Write a short poem about the sea."}], dict(max_tokens=64,
                                                                                         ignore_eos=True)
     wide = fast.generate(chat, n=6, seed=7, **args)

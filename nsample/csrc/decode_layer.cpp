@@ -3,45 +3,58 @@
 // fused into the projection that reads it, the residual add into the projection that feeds it, SiLU·mul into
 // gate/up, and rotary embedding, the KV append and the whole attention (prompt and own tokens in one softmax) in
 // one kernel.
+// Written on torch's portable vector layer (at::vec::Vectorized<float>: W = 8 floats on AVX2, 16 on AVX-512, 4 on
+// NEON), compiled once per instruction set (nsample/kernels.py).
 // Every step is per row, in a fixed order whatever the other rows, so rows stay independent, bitwise.
-#include <torch/extension.h>
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <immintrin.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <vector>
 
 #include "linear.h"
 
 namespace {
 
-#define AVX512 __attribute__((target("avx512f,fma")))
+using Vec = at::vec::Vectorized<float>;
+constexpr int64_t W = Vec::size();
+static_assert(16 % W == 0, "head dims and widths are multiples of 16, so of every W");
 
-// e^x for 16 floats (Cephes' expf: x = n·ln2 + r, e^r by a degree-7 polynomial, times 2^n); relative error ~1e-7.
-AVX512 inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f)), _mm512_set1_ps(-88.3762626647949f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
+// e^x lane by lane: Cephes' expf (x = n·ln2 + r, e^r by a degree-7 polynomial, times 2^n); relative error ~1e-7.
+// Our own rather than Vectorized::exp (Sleef's, 1 ulp): inlined, no call, the same few ops on every instruction set.
+// 2^n is built in a float's exponent bits, the int (n + 127)·2^23, so x is clamped to [-87, 88] where n stays in
+// [-126, 127] and 2^n a normal float: e^-87 ≈ 1.6e-38 is nothing next to a softmax's sum of at least 1, and
+// SiLU's 1 + e^-g rounds to 1 as it would.
+inline Vec exp_vec(Vec x) {
+  x = at::vec::clamp(x, Vec(-87.0f), Vec(88.0f));
+  const Vec n = (x * Vec(1.44269504088896341f)).round();
+  Vec r = at::vec::fnmadd(n, Vec(0.693359375f), x);  // x - n·ln2, ln2 in two parts
+  r = at::vec::fnmadd(n, Vec(-2.12194440e-4f), r);
+  Vec p(1.9875691500e-4f);
+  p = at::vec::fmadd(p, r, Vec(1.3981999507e-3f));
+  p = at::vec::fmadd(p, r, Vec(8.3334519073e-3f));
+  p = at::vec::fmadd(p, r, Vec(4.1665795894e-2f));
+  p = at::vec::fmadd(p, r, Vec(1.6666665459e-1f));
+  p = at::vec::fmadd(p, r, Vec(5.0000001201e-1f));
+  p = at::vec::fmadd(p, r * r, r) + Vec(1.0f);
+  const Vec bits = at::vec::fmadd(n, Vec(8388608.0f), Vec(1065353216.0f));  // (n + 127)·2^23, exact in a float
+  return p * at::vec::cast<float>(at::vec::convert_to_int_of_same_size(bits));  // exact: times a normal 2^n
 }
 
-AVX512 inline float dot(const float* a, const float* b, int64_t D) {  // D a multiple of 16
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i < D; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-  return _mm512_reduce_add_ps(acc);
+inline float sum(const Vec& v) { return at::vec::vec_reduce_all(std::plus<Vec>(), v); }
+
+inline float dot(const float* a, const float* b, int64_t D) {  // D a multiple of W
+  Vec acc(0.0f);
+  for (int64_t i = 0; i < D; i += W) acc = at::vec::fmadd(Vec::loadu(a + i), Vec::loadu(b + i), acc);
+  return sum(acc);
 }
 
 // Each row of h (M, K) as transformers' LlamaRMSNorm: w · (x · 1/sqrt(mean(x²) + eps)). K a multiple of 16.
-AVX512 at::Tensor rms_norm(const at::Tensor& h, const at::Tensor& w, double eps) {
+at::Tensor rms_norm(const at::Tensor& h, const at::Tensor& w, double eps) {
   TORCH_CHECK(h.dim() == 2 && h.scalar_type() == at::kFloat && h.is_contiguous() && h.size(1) % 16 == 0, "h");
   const int64_t M = h.size(0), K = h.size(1);
   auto y = at::empty_like(h);
@@ -49,13 +62,8 @@ AVX512 at::Tensor rms_norm(const at::Tensor& h, const at::Tensor& w, double eps)
   float* yp = y.data_ptr<float>();
   for (int64_t r = 0; r < M; ++r) {
     const float* x = hp + r * K;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K; k += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), _mm512_loadu_ps(x + k), acc);
-    const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(_mm512_reduce_add_ps(acc) / K + static_cast<float>(eps)));
-    for (int64_t k = 0; k < K; k += 16) {
-      const __m512 normed = _mm512_mul_ps(_mm512_loadu_ps(x + k), inv);
-      _mm512_storeu_ps(yp + r * K + k, _mm512_mul_ps(_mm512_loadu_ps(wp + k), normed));
-    }
+    const Vec inv(1.0f / std::sqrt(dot(x, x, K) / K + static_cast<float>(eps)));
+    for (int64_t k = 0; k < K; k += W) (Vec::loadu(wp + k) * (Vec::loadu(x + k) * inv)).store(yp + r * K + k);
   }
   return y;
 }
@@ -66,32 +74,56 @@ struct Run {
   int64_t step, length;
 };
 
-// One query (D) over its prompt's and its own keys in one softmax, into out (D); s: scratch of P + t + 16 floats.
-AVX512 void attend_one(const float* q, Run kp, Run vp, Run ko, Run vo, int64_t D, float* s, float* out) {
+// out[i, i + N·W) = inv · Σ_j p_j·v_j[i, i + N·W), the prompt's positions then the own ones (p: their
+// probabilities, own ones from p + skip), N vectors at a time: N independent chains of fused multiply-adds hide
+// each other's latency, and each lane still sums its j in order.
+template <int N>
+inline void weigh(const float* p, int64_t skip, Run vp, Run vo, int64_t i, float inv, float* out) {
+  Vec acc[N];
+  for (int n = 0; n < N; ++n) acc[n] = Vec(0.0f);
+  for (int64_t j = 0; j < vp.length; ++j) {
+    const Vec pj(p[j]);
+    const float* v = vp.base + j * vp.step + i;
+    for (int n = 0; n < N; ++n) acc[n] = at::vec::fmadd(pj, Vec::loadu(v + n * W), acc[n]);
+  }
+  for (int64_t j = 0; j < vo.length; ++j) {
+    const Vec pj(p[skip + j]);
+    const float* v = vo.base + j * vo.step + i;
+    for (int n = 0; n < N; ++n) acc[n] = at::vec::fmadd(pj, Vec::loadu(v + n * W), acc[n]);
+  }
+  for (int n = 0; n < N; ++n) (acc[n] * Vec(inv)).store(out + i + n * W);
+}
+
+// One query (D) over its prompt's and its own keys in one softmax, into out (D); s: scratch of P + t + W floats.
+// The softmax runs over this query's own L scores from s[0], so its chunks and masked tail are its own alone.
+void attend_one(const float* q, Run kp, Run vp, Run ko, Run vo, int64_t D, float* s, float* out) {
   const int64_t L = kp.length + ko.length;
   for (int64_t j = 0; j < kp.length; ++j) s[j] = dot(q, kp.base + j * kp.step, D);
   for (int64_t j = 0; j < ko.length; ++j) s[kp.length + j] = dot(q, ko.base + j * ko.step, D);
-  __m512 top = _mm512_set1_ps(-INFINITY);
-  for (int64_t j = 0; j < L; j += 16) {
-    const __mmask16 lanes = L - j >= 16 ? 0xFFFF : (1u << (L - j)) - 1;
-    top = _mm512_mask_max_ps(top, lanes, top, _mm512_maskz_loadu_ps(lanes, s + j));
+  const Vec lowest(-std::numeric_limits<float>::infinity());
+  Vec top = lowest;
+  for (int64_t j = 0; j < L; j += W) {  // past L: -inf lanes
+    const Vec x = L - j >= W ? Vec::loadu(s + j) : Vec::set(lowest, Vec::loadu(s + j, L - j), L - j);
+    top = at::vec::maximum(top, x);
   }
-  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(top));
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < L; j += 16) {
-    const __mmask16 lanes = L - j >= 16 ? 0xFFFF : (1u << (L - j)) - 1;
-    const __m512 e = _mm512_maskz_mov_ps(lanes, exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmax)));
-    _mm512_storeu_ps(s + j, e);
-    sum = _mm512_add_ps(sum, e);
+  const Vec vmax(at::vec::vec_reduce_all([](const Vec& a, const Vec& b) { return at::vec::maximum(a, b); }, top));
+  Vec total(0.0f);
+  for (int64_t j = 0; j < L; j += W) {  // past L: zero lanes (scratch has room for a whole last vector)
+    Vec e = exp_vec(Vec::loadu(s + j) - vmax);
+    if (L - j < W) e = Vec::set(Vec(0.0f), e, L - j);
+    e.store(s + j);
+    total = total + e;
   }
-  const float inv = 1.0f / _mm512_reduce_add_ps(sum);
-  for (int64_t i = 0; i < D; i += 16) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t j = 0; j < vp.length; ++j)
-      acc = _mm512_fmadd_ps(_mm512_set1_ps(s[j]), _mm512_loadu_ps(vp.base + j * vp.step + i), acc);
-    for (int64_t j = 0; j < vo.length; ++j)
-      acc = _mm512_fmadd_ps(_mm512_set1_ps(s[kp.length + j]), _mm512_loadu_ps(vo.base + j * vo.step + i), acc);
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(acc, _mm512_set1_ps(inv)));
+  const float inv = 1.0f / sum(total);
+  for (int64_t i = 0; i < D;) {  // D a multiple of 16: as many vectors at a time as fit in the registers
+    const int64_t left = (D - i) / W, n = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    switch (n) {
+      case 8: weigh<8>(s, kp.length, vp, vo, i, inv, out); break;
+      case 4: weigh<4>(s, kp.length, vp, vo, i, inv, out); break;
+      case 2: weigh<2>(s, kp.length, vp, vo, i, inv, out); break;
+      default: weigh<1>(s, kp.length, vp, vo, i, inv, out);
+    }
+    i += n * W;
   }
 }
 
@@ -120,19 +152,17 @@ at::Tensor norm_linear(const at::Tensor& h, const at::Tensor& w, double eps, con
 void linear_add(const at::Tensor& x, const Linear& linear, at::Tensor& h) { h.add_(linear(x)); }
 
 // gate|up = RMSNorm(h) · Wᵀ + bias (M, 2I) -> SiLU(gate) · up (M, I), SiLU(x) = x / (1 + e^-x) as ATen's.
-AVX512 at::Tensor norm_swiglu(const at::Tensor& h, const at::Tensor& w, double eps, const Linear& linear) {
+at::Tensor norm_swiglu(const at::Tensor& h, const at::Tensor& w, double eps, const Linear& linear) {
   const auto y = norm_linear(h, w, eps, linear);
   const int64_t M = y.size(0), I = y.size(1) / 2;
   TORCH_CHECK(I % 16 == 0, "gate/up: a multiple of 16 columns each");
   auto act = at::empty({M, I}, y.options());
   const float* yp = y.data_ptr<float>();
   float* ap = act.data_ptr<float>();
-  const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t r = 0; r < M; ++r)
-    for (int64_t i = 0; i < I; i += 16) {
-      const __m512 g = _mm512_loadu_ps(yp + r * 2 * I + i), u = _mm512_loadu_ps(yp + r * 2 * I + I + i);
-      const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
-      _mm512_storeu_ps(ap + r * I + i, _mm512_mul_ps(silu, u));
+    for (int64_t i = 0; i < I; i += W) {
+      const Vec g = Vec::loadu(yp + r * 2 * I + i), u = Vec::loadu(yp + r * 2 * I + I + i);
+      ((g / (Vec(1.0f) + exp_vec(g.neg()))) * u).store(ap + r * I + i);
     }
   return act;
 }
@@ -176,7 +206,7 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
     for (int64_t task = begin; task < end; ++task) {
       const int64_t r = task / H, h = task % H, c = group_of[r], s = segment_of[r], t = groups[2 * c + 1];
       const at::Tensor &pk = prefix_k[s], &pv = prefix_v[s];
-      scratch.resize(pk.size(2) + t + 16);
+      scratch.resize(pk.size(2) + t + W);
       attend_one(qp + task * D, head_run(pk, 0, h / g, pk.size(2)), head_run(pv, 0, h / g, pv.size(2)),
                  head_run(own_k[c], r - groups[2 * c], h / g, t), head_run(own_v[c], r - groups[2 * c], h / g, t),
                  D, scratch.data(), op + task * D);

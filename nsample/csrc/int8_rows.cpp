@@ -1,12 +1,15 @@
 // The float work around nsample's two-level int8 GEMM (nsample/int8_linear.py), one kernel each side instead of
 // about fifteen small ATen ops: rounding each activation row to two int8 levels, and combining the GEMM's four
 // level products into the output. Every step is per row, so a row's result never depends on the other rows.
-#include <torch/extension.h>
+// Plain C++ loops, vectorized by the compiler for whichever instruction set it is built for (nsample/kernels.py):
+// with -ffp-contract=off nothing is fused but the fma written, so the roundings stay the ATen ops' on every one.
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <vector>
 
 constexpr float LEVEL = 254.0f;  // nsample.int8_linear.LEVEL
 

@@ -1,31 +1,60 @@
-// A linear layer of either kind (linear.h).
+// A linear layer of parts side by side, GGUF blocks or two-level int8 (linear.h).
 #include "linear.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
-at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d, const at::Tensor& m,
-                     const c10::optional<at::Tensor>& bias);  // block_rows.cpp
-at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& q, const at::Tensor& d,
-                     const c10::optional<at::Tensor>& bias);
 std::vector<at::Tensor> split_rows(const at::Tensor& x);  // int8_rows.cpp
 at::Tensor join_levels(const at::Tensor& y, const at::Tensor& t1, const c10::optional<at::Tensor>& bias);
 
-Linear block_linear(at::Tensor q, at::Tensor d, c10::optional<at::Tensor> m, c10::optional<at::Tensor> bias) {
-  return {true, std::move(q), std::move(d), std::move(m), {}, {}, {}, std::move(bias)};
+Linear gguf_block_linear(std::vector<at::Tensor> blocks, std::vector<int64_t> types, c10::optional<at::Tensor> bias) {
+  TORCH_CHECK(!blocks.empty() && blocks.size() == types.size(), "gguf_block_linear: one type per blocks tensor");
+  Linear linear{{}, 0, std::move(bias)};
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const int64_t N = blocks[i].size(0);
+    linear.parts.push_back({true, N, std::move(blocks[i]), types[i], {}, {}, {}});
+    linear.N += N;
+  }
+  TORCH_CHECK(!linear.bias.has_value() || linear.bias->numel() == linear.N, "bias: one per output column");
+  return linear;
 }
 
 Linear int8_linear(at::Tensor packed, at::Tensor scales, at::Tensor zero_points, c10::optional<at::Tensor> bias) {
-  return {false, {}, {}, c10::nullopt, std::move(packed), std::move(scales), std::move(zero_points), std::move(bias)};
+  const int64_t N = scales.size(0) / 2;
+  return {{{false, N, {}, 0, std::move(packed), std::move(scales), std::move(zero_points)}}, N, std::move(bias)};
 }
 
-at::Tensor Linear::operator()(const at::Tensor& x) const {
-  if (blocks) return m.has_value() ? q4_linear(x, q, d, *m, bias) : q8_linear(x, q, d, bias);
-  // The rows as two int8 levels, one GEMM against both weight levels, the four products joined (int8_linear.py).
+namespace {
+
+// The rows as two int8 levels, one GEMM against both weight levels, the four products joined (int8_linear.py).
+at::Tensor int8_part(const LinearPart& p, const at::Tensor& x, const c10::optional<at::Tensor>& bias) {
   static const auto gemm = c10::Dispatcher::singleton().findSchemaOrThrow("onednn::qlinear_pointwise", "");
   const auto levels = split_rows(x);  // (int8 (2M, K), t1 (M, 1))
-  torch::jit::Stack stack{levels[0], 1.0, int64_t{0}, packed, scales, zero_points, c10::IValue(), 1.0, int64_t{0},
-                          c10::IValue(at::kFloat), std::string("none"), c10::List<std::optional<at::Scalar>>(),
-                          std::string("")};
+  torch::jit::Stack stack{levels[0], 1.0, int64_t{0}, p.packed, p.scales, p.zero_points, c10::IValue(), 1.0,
+                          int64_t{0}, c10::IValue(at::kFloat), std::string("none"),
+                          c10::List<std::optional<at::Scalar>>(), std::string("")};
   gemm.callBoxed(&stack);
   return join_levels(stack[0].toTensor(), levels[1], bias);  // (M, N)
+}
+
+}  // namespace
+
+at::Tensor Linear::operator()(const at::Tensor& x) const {
+  if (parts.size() == 1) {  // the bias inside the part's kernel: the same single add, one pass fewer
+    const auto& p = parts[0];
+    return p.blocks ? gguf_decode_linear(x, p.data, p.type, bias) : int8_part(p, x, bias);
+  }
+  // Each part into its columns; the bias after, as each element's one add of it either way.
+  auto y = at::empty({x.size(0), N}, x.options());
+  int64_t n0 = 0;
+  for (const auto& p : parts) {
+    auto columns = y.narrow(1, n0, p.N);
+    if (p.blocks) {
+      gguf_decode_into(x, p.data, p.type, columns, c10::nullopt);
+    } else {
+      columns.copy_(int8_part(p, x, c10::nullopt));
+    }
+    n0 += p.N;
+  }
+  if (bias.has_value()) y.add_(*bias);
+  return y;
 }

@@ -1,18 +1,39 @@
-// A linear layer of either kind nsample quantizes to (nsample/int8_linear.py builds them, fused_decode.py takes
-// them): a GGUF's blocks (block_rows.cpp; m given: Q4_1, else Q8_0) or two-level int8 on oneDNN's prepacked GEMM
-// (int8_rows.cpp around it). Either way each output row depends on its input row alone, bitwise.
+// A linear layer of the kinds nsample runs (fused_decode.py builds them from nsample/gguf_model.py's and
+// nsample/int8_linear.py's layers): a list of parts side by side along the output columns (a fused q|k|v or
+// gate|up, whose parts may differ in type: Q4_K_M files hold v as Q6_K), each a GGUF file's blocks
+// (gguf_linear.cpp) or two-level int8 on oneDNN's prepacked GEMM (int8_rows.cpp around it), and one bias over all
+// columns. Either way each output row depends on its input row alone, bitwise.
 #pragma once
-#include <torch/extension.h>
+#include <ATen/ATen.h>
+#include <c10/util/Optional.h>
+
+#include <vector>
+
+struct LinearPart {
+  bool blocks;
+  int64_t N;                               // output columns
+  at::Tensor data;                         // blocks: uint8 (N, row bytes)
+  int64_t type;                            // blocks: the ggml type id (gguf_formats.h)
+  at::Tensor packed, scales, zero_points;  // int8: oneDNN's packed levels (2N, K), their scales and zero points (2N,)
+};
 
 struct Linear {
-  bool blocks;
-  at::Tensor q, d;                     // blocks: q (N, K/2 or K), d (N, K/32)
-  c10::optional<at::Tensor> m;         // blocks: Q4_1's minimums (N, K/32)
-  at::Tensor packed, scales, zero_points;  // int8: oneDNN's packed levels (2N, K), their scales and zero points (2N,)
-  c10::optional<at::Tensor> bias;      // (N,)
+  std::vector<LinearPart> parts;
+  int64_t N;                       // all parts' columns
+  c10::optional<at::Tensor> bias;  // (N,)
 
   at::Tensor operator()(const at::Tensor& x) const;  // x (M, K) float -> (M, N) float
 };
 
-Linear block_linear(at::Tensor q, at::Tensor d, c10::optional<at::Tensor> m, c10::optional<at::Tensor> bias);
+Linear gguf_block_linear(std::vector<at::Tensor> blocks, std::vector<int64_t> types, c10::optional<at::Tensor> bias);
 Linear int8_linear(at::Tensor packed, at::Tensor scales, at::Tensor zero_points, c10::optional<at::Tensor> bias);
+
+// gguf_linear.cpp: blocks (N, row bytes) of a ggml type, read as the file holds them.
+at::Tensor gguf_dequantize(const at::Tensor& blocks, int64_t type, int64_t K);  // -> (N, K) float
+at::Tensor gguf_rows(const at::Tensor& blocks, int64_t type, int64_t K, const at::Tensor& ids);  // (*ids, K)
+at::Tensor gguf_decode_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
+                              const c10::optional<at::Tensor>& bias);  // x (M, K) -> (M, N), rows independent
+at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
+                               const c10::optional<at::Tensor>& bias);  // the same through at::mm, for many rows
+void gguf_decode_into(const at::Tensor& x, const at::Tensor& blocks, int64_t type, at::Tensor& y,
+                      const c10::optional<at::Tensor>& bias);  // into y (M, N), a view with unit column stride

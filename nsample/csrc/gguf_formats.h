@@ -1,0 +1,228 @@
+// The block formats of a GGUF file's tensors (llama.cpp's ggml-common.h block structs, little endian), each read
+// to float32: a struct per format with its sizes, `chunk` (32 of a block's weights as float vectors, what the
+// linear kernels multiply with) and `expand` (a whole block into memory), and `with_format`, from a ggml type id
+// to a functor called with the format's struct.
+// The float32 weights equal gguf-py's numpy dequantizers (gguf/quants.py) bitwise: the same float32 operations in
+// the same order, never fused (the build has -ffp-contract=off), on exactly converted fp16 scales.
+// Written on at::vec (Vec = Vectorized<float>: S = 8 floats on AVX2, 16 on AVX-512), compiled per instruction set.
+#pragma once
+#include <ATen/ATen.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace gguf {
+
+using Vec = at::vec::Vectorized<float>;
+using Ints = at::vec::Vectorized<int32_t>;
+constexpr int S = Vec::size();
+constexpr int V = 32 / S;  // vectors per chunk of 32 weights
+static_assert(16 % S == 0, "a vector never straddles a half of 16 weights (Q4_0's nibbles, Q6_K's scales)");
+// A loop over a chunk's V vectors, unrolled: constant offsets, the lanes' branches resolved, w kept in registers.
+#define FOR_VECTORS(v) _Pragma("GCC unroll 8") for (int v = 0; v < V; ++v)  // V <= 8: S >= 4
+
+// S bytes from p, widened to S int32 lanes: one vpmovzxbd/vpmovsxbd on x86; elsewhere at::vec's generic convert.
+inline Ints u8(const uint8_t* p) {
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+  return at::vec::convert_to_int32<uint8_t>(p);
+#else
+  return at::vec::convert<int32_t>(at::vec::Vectorized<uint8_t>::loadu(p, S));
+#endif
+}
+inline Ints i8(const uint8_t* p) {
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+  return at::vec::convert_to_int32<int8_t>(reinterpret_cast<const int8_t*>(p));
+#else
+  return at::vec::convert<int32_t>(at::vec::Vectorized<int8_t>::loadu(p, S));
+#endif
+}
+inline Vec to_float(const Ints& q) { return at::vec::convert<float>(q); }  // exact: |q| < 2^24
+inline float half(const uint8_t* p) {  // an fp16 scale, exactly: F16C's scalar vcvtph2ps on x86 (Half's float()
+  uint16_t bits;                       // there converts a whole zmm), exact bit arithmetic elsewhere
+  std::memcpy(&bits, p, 2);
+  return c10::detail::fp16_ieee_to_fp32_value(bits);
+}
+inline Ints low(const Ints& u) { return u & Ints(0x0F); }
+inline Ints high(const Ints& u) { return u >> Ints(4); }  // u < 256
+
+// Every format: WEIGHTS per block (32 or 256), BYTES per block; chunk(block, j, w) puts the block's weights
+// 32j .. 32j + 31 in w[0 .. V); expand(block, out) writes all WEIGHTS.
+template <class F>
+struct Format {
+  static void expand(const uint8_t* block, float* out) {
+    for (int j = 0; j < F::WEIGHTS / 32; ++j) {
+      Vec w[V];
+      F::chunk(block, j, w);
+      FOR_VECTORS(v) w[v].store(out + 32 * j + S * v);
+    }
+  }
+};
+
+// F32, F16, BF16: plain values, read 32 at a time as one "block".
+struct F32 : Format<F32> {
+  static constexpr int64_t TYPE = 0, WEIGHTS = 32, BYTES = 128;
+  static void chunk(const uint8_t* b, int, Vec* w) {
+    FOR_VECTORS(v) w[v] = Vec::loadu(b + 4 * S * v);
+  }
+};
+struct F16 : Format<F16> {
+  static constexpr int64_t TYPE = 1, WEIGHTS = 32, BYTES = 64;
+  static void chunk(const uint8_t* b, int, Vec* w) {
+    FOR_VECTORS(v) at::vec::load_fp32_from_fp16(reinterpret_cast<const c10::Half*>(b) + S * v, w[v]);
+  }
+};
+struct BF16 : Format<BF16> {  // the top half of a float32: exact
+  static constexpr int64_t TYPE = 30, WEIGHTS = 32, BYTES = 64;
+  static void chunk(const uint8_t* b, int, Vec* w) {
+    FOR_VECTORS(v)
+      at::vec::load_fp32_from_bf16(reinterpret_cast<const c10::BFloat16*>(b) + S * v, w[v]);
+  }
+};
+
+// The 4-bit nibble of weight i of a 32-weight block packed in 16 bytes: i < 16 in byte i's low nibble, the rest in
+// byte i - 16's high one. Lanes i0 .. i0 + S - 1.
+inline Ints nibbles16(const uint8_t* qs, int i0) {
+  const Ints u = u8(qs + i0 % 16);
+  return i0 < 16 ? low(u) : high(u);
+}
+// Q5's fifth bits: bit i of a little-endian uint32, moved to bit 4. Lanes i0 .. i0 + S - 1.
+inline Ints fifth_bits(const uint8_t* qh, int i0) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  return ((Ints(static_cast<int32_t>(h)) >> Ints::arange(i0, 1)) & Ints(1)) << Ints(4);
+}
+
+// Q4_0 {half d; uint8 qs[16]}: d·(q - 8).
+struct Q4_0 : Format<Q4_0> {
+  static constexpr int64_t TYPE = 2, WEIGHTS = 32, BYTES = 18;
+  static void chunk(const uint8_t* b, int, Vec* w) {
+    const Vec d(half(b));
+    FOR_VECTORS(v) w[v] = d * to_float(nibbles16(b + 2, S * v) - Ints(8));
+  }
+};
+// Q4_1 {half d, m; uint8 qs[16]}: d·q + m.
+struct Q4_1 : Format<Q4_1> {
+  static constexpr int64_t TYPE = 3, WEIGHTS = 32, BYTES = 20;
+  static void chunk(const uint8_t* b, int, Vec* w) {
+    const Vec d(half(b)), m(half(b + 2));
+    FOR_VECTORS(v) w[v] = d * to_float(nibbles16(b + 4, S * v)) + m;
+  }
+};
+// Q5_0 {half d; uint8 qh[4], qs[16]}: d·(q - 16), q's fifth bit from qh.
+struct Q5_0 : Format<Q5_0> {
+  static constexpr int64_t TYPE = 6, WEIGHTS = 32, BYTES = 22;
+  static void chunk(const uint8_t* b, int, Vec* w) {
+    const Vec d(half(b));
+    FOR_VECTORS(v)
+      w[v] = d * to_float((nibbles16(b + 6, S * v) | fifth_bits(b + 2, S * v)) - Ints(16));
+  }
+};
+// Q5_1 {half d, m; uint8 qh[4], qs[16]}: d·q + m.
+struct Q5_1 : Format<Q5_1> {
+  static constexpr int64_t TYPE = 7, WEIGHTS = 32, BYTES = 24;
+  static void chunk(const uint8_t* b, int, Vec* w) {
+    const Vec d(half(b)), m(half(b + 2));
+    FOR_VECTORS(v) w[v] = d * to_float(nibbles16(b + 8, S * v) | fifth_bits(b + 4, S * v)) + m;
+  }
+};
+// Q8_0 {half d; int8 qs[32]}: q·d.
+struct Q8_0 : Format<Q8_0> {
+  static constexpr int64_t TYPE = 8, WEIGHTS = 32, BYTES = 34;
+  static void chunk(const uint8_t* b, int, Vec* w) {
+    const Vec d(half(b));
+    FOR_VECTORS(v) w[v] = to_float(i8(b + 2 + S * v)) * d;
+  }
+};
+
+// Q4_K and Q5_K's eight 6-bit scales and minimums of sub-blocks j = 0..7, packed in 12 bytes: j < 4 in the low
+// six bits of bytes j and j + 4; j >= 4 in byte j + 4's nibbles with their top two bits in the top of bytes j - 4
+// and j.
+inline void scale_min(const uint8_t* q, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q4_K {half d, dmin; uint8 scales[12], qs[128]}, 256 weights in eight sub-blocks of 32: sub-block j = 2g + s is
+// the low (s = 0) or high (s = 1) nibbles of qs[32g .. 32g + 32]; weight (d·sc)·q - dmin·m.
+struct Q4_K : Format<Q4_K> {
+  static constexpr int64_t TYPE = 12, WEIGHTS = 256, BYTES = 144;
+  static void chunk(const uint8_t* b, int j, Vec* w) {
+    int sc, m;
+    scale_min(b + 4, j, sc, m);
+    const Vec ds(half(b) * static_cast<float>(sc)), dm(half(b + 2) * static_cast<float>(m));
+    const uint8_t* qs = b + 16 + 32 * (j / 2);
+    FOR_VECTORS(v) {
+      const Ints u = u8(qs + S * v);
+      w[v] = ds * to_float(j % 2 ? high(u) : low(u)) - dm;
+    }
+  }
+};
+// Q5_K {half d, dmin; uint8 scales[12], qh[32], qs[128]}: Q4_K's nibbles with a fifth bit, bit j of qh[i] for
+// weight i of sub-block j.
+struct Q5_K : Format<Q5_K> {
+  static constexpr int64_t TYPE = 13, WEIGHTS = 256, BYTES = 176;
+  static void chunk(const uint8_t* b, int j, Vec* w) {
+    int sc, m;
+    scale_min(b + 4, j, sc, m);
+    const Vec ds(half(b) * static_cast<float>(sc)), dm(half(b + 2) * static_cast<float>(m));
+    const uint8_t* qs = b + 48 + 32 * (j / 2);
+    FOR_VECTORS(v) {
+      const Ints u = u8(qs + S * v), h = ((u8(b + 16 + S * v) >> Ints(j)) & Ints(1)) << Ints(4);
+      w[v] = ds * to_float((j % 2 ? high(u) : low(u)) | h) - dm;
+    }
+  }
+};
+// Q6_K {uint8 ql[128], qh[64]; int8 scales[16]; half d}, 256 weights in two halves of 128: weight 32t + i of half
+// h (t = 0..3, i = 0..31) has its low four bits in ql[64h + 32(t % 2) + i] (low nibble for t < 2) and its top two
+// in bits 2t of qh[32h + i]; q - 32 is scaled by (d·scales[w / 16]).
+struct Q6_K : Format<Q6_K> {
+  static constexpr int64_t TYPE = 14, WEIGHTS = 256, BYTES = 210;
+  static void chunk(const uint8_t* b, int j, Vec* w) {
+    const int h = j / 4, t = j % 4;
+    const float d = half(b + 208);
+    const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192);
+    const uint8_t* ql = b + 64 * h + 32 * (t % 2);
+    const uint8_t* qh = b + 128 + 32 * h;
+    FOR_VECTORS(v) {
+      const Ints u = u8(ql + S * v), top = ((u8(qh + S * v) >> Ints(2 * t)) & Ints(3)) << Ints(4);
+      const Vec ds(d * static_cast<float>(scales[2 * j + S * v / 16]));
+      w[v] = ds * to_float(((t < 2 ? low(u) : high(u)) | top) - Ints(32));
+    }
+  }
+};
+
+// Calls fn(Format{}) for a ggml type id; any other id is an error.
+template <class Fn>
+decltype(auto) with_format(int64_t type, Fn&& fn) {
+  switch (type) {
+    case F32::TYPE: return fn(F32{});
+    case F16::TYPE: return fn(F16{});
+    case BF16::TYPE: return fn(BF16{});
+    case Q4_0::TYPE: return fn(Q4_0{});
+    case Q4_1::TYPE: return fn(Q4_1{});
+    case Q5_0::TYPE: return fn(Q5_0{});
+    case Q5_1::TYPE: return fn(Q5_1{});
+    case Q8_0::TYPE: return fn(Q8_0{});
+    case Q4_K::TYPE: return fn(Q4_K{});
+    case Q5_K::TYPE: return fn(Q5_K{});
+    case Q6_K::TYPE: return fn(Q6_K{});
+    default: TORCH_CHECK(false, "GGUF tensor type ", type, " is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, ",
+                         "Q5_1, Q8_0, Q4_K, Q5_K, Q6_K are)");
+  }
+}
+
+// A row of K weights in the format's blocks: its bytes.
+template <class F>
+int64_t row_bytes(int64_t K) {
+  TORCH_CHECK(K % F::WEIGHTS == 0, "GGUF type ", F::TYPE, ": rows of ", F::WEIGHTS, "-weight blocks, got K = ", K);
+  return K / F::WEIGHTS * F::BYTES;
+}
+
+}  // namespace gguf

@@ -1,0 +1,280 @@
+// Linear layers on a GGUF file's own quantized tensors (gguf_formats.h), read in the file's block layout with no
+// float32 copy of the weights: dequantizing (all rows, or the rows of an embedding lookup), a decode-time kernel
+// that expands each block once for a tile of activation rows, and a prefill one that expands a tile of weight rows
+// at a time and hands it to at::mm (MKL's sgemm).
+// Decode keeps rows bitwise independent: each output is one row's float32 sum over K in a fixed order, whatever
+// M and the other rows are.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "gguf_formats.h"
+#include "linear.h"
+
+using gguf::S;
+using gguf::V;
+using gguf::Vec;
+
+namespace {
+
+// Rows of the activations per pass over a column's weights: one vector accumulator each (16 + the weights fit
+// AVX-512's 32 registers; 8 AVX2's and NEON's 16).
+#if defined(CPU_CAPABILITY_AVX512)
+constexpr int TILE = 16;
+#else
+constexpr int TILE = 8;
+#endif
+constexpr int GROUP = 4;    // columns per step of the column loop
+constexpr int AHEAD = 4;    // columns: each group asks for the blocks of the group this far ahead
+constexpr int SPAN = 16;    // groups whose accumulators are carried from one slice of K to the next
+constexpr int X_BYTES = 16384;  // a row tile's slice of x, read once per column: kept within L1
+// Columns a tile of R rows computes side by side: at one or two rows, one column's sum is a chain of dependent
+// multiply-adds whose latency, not the expansion, would bound the loop; two to four columns hide it.
+constexpr int columns(int R) { return R >= 4 ? 1 : GROUP / R; }
+
+// One pass of a row tile over a slice of K, blocks [b0, b1), for one group of columns. Whole rows of x would
+// not stay in L1 at 8 or 16 rows (16 × 2048 floats is 128 KiB), and every column reads them all again; a
+// slice does. Each column's accumulators wait in `part` between slices, stored and loaded exactly, so the sums
+// are the same whatever the slices.
+struct Pass {
+  const float* x;
+  int64_t K;  // the tile's rows of x, stride K
+  const uint8_t* w;
+  int64_t row;  // the group's blocks, a column's bytes apart
+  int64_t b0, b1;
+  float* part;  // the group's accumulators: column c's row r at part[(c·R + r)·S]
+  bool first, last;
+  float* y;
+  int64_t ldy;
+  const float* bias;  // on the last slice: y[r·ldy + c] = the sum (+ bias[c])
+};
+
+// Columns c0 .. c0 + C - 1 of a pass, for R rows. Per output: acc = fma(x, w, acc) over K's vectors in order,
+// then vec_reduce_all: the same for every R, C and slicing, so rows are bitwise independent.
+template <class F, int R, int C>
+void tile(const Pass& p, int c0) {
+  Vec acc[R][C];  // the unrolled loops below keep these in registers
+  float* part = p.part + c0 * R * S;
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = p.first ? Vec(0.0f) : Vec::loadu(part + (c * R + r) * S);
+  for (int64_t b = p.b0; b < p.b1; ++b)
+#pragma GCC unroll 8  // a K-quant's eight sub-blocks: their scale unpacking and nibble picks resolved (Q6_K -30%)
+    for (int j = 0; j < F::WEIGHTS / 32; ++j) {
+      const float* xb = p.x + b * F::WEIGHTS + 32 * j;
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        Vec wv[V];
+        F::chunk(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv);
+        FOR_VECTORS(v)  // each weight vector to all rows, then dead: fewer live registers (AVX2, 8 rows: -25..35%)
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r)
+            acc[r][c] = at::vec::fmadd(Vec::loadu(xb + r * p.K + S * v), wv[v], acc[r][c]);
+      }
+    }
+  const auto plus = [](const Vec& a, const Vec& b) { return a + b; };
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      if (!p.last) {
+        acc[r][c].store(part + (c * R + r) * S);
+        continue;
+      }
+      const float sum = at::vec::vec_reduce_all<float>(plus, acc[r][c]);
+      p.y[r * p.ldy + c0 + c] = p.bias ? sum + p.bias[c0 + c] : sum;
+    }
+}
+
+// The weights stream through once per call from far caches or memory; asking for the blocks a few columns ahead
+// halved a one-row projection's time in nsample's earlier AVX-512 block kernel (4 columns ahead best, 8 as good).
+inline void prefetch(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+  __builtin_prefetch(p + bytes - 1, 0, 3);
+}
+
+// A row tile of R rows against groups [g0, g1), slice by slice.
+template <class F, int R>
+void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, int64_t g1, float* part, float* y,
+          int64_t ldy, const float* bias) {
+  const int64_t row = gguf::row_bytes<F>(K), nb = K / F::WEIGHTS;
+  const int64_t step = std::max<int64_t>(1, X_BYTES / (4 * R * F::WEIGHTS));
+  for (int64_t b0 = 0; b0 < nb; b0 += step) {
+    const int64_t b1 = std::min(nb, b0 + step);
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t n = g * GROUP, cols = std::min<int64_t>(GROUP, N - n);
+      for (int64_t a = n + AHEAD; a < std::min<int64_t>(N, n + AHEAD + GROUP); ++a)
+        prefetch(w + a * row + b0 * F::BYTES, (b1 - b0) * F::BYTES);
+      const Pass p{x, K, w + n * row, row, b0, b1, part + (g - g0) * GROUP * R * S, b0 == 0, b1 == nb,
+                   y + n, ldy, bias ? bias + n : nullptr};
+      if (cols == GROUP) {
+        for (int c = 0; c < GROUP; c += columns(R)) tile<F, R, columns(R)>(p, c);
+      } else {
+        for (int c = 0; c < cols; ++c) tile<F, R, 1>(p, c);  // the end of N
+      }
+    }
+  }
+}
+
+// y (M rows, stride ldy) = x (M, K) · Wᵀ (+ bias), W: N rows of blocks. Columns split across threads GROUP at a
+// time, SPAN groups at once; for each span the rows go by in tiles of TILE, then 8, 4, 2, 1.
+template <class F>
+void decode(const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N, float* y, int64_t ldy,
+            const float* bias) {
+  at::parallel_for(0, (N + GROUP - 1) / GROUP, 4, [&](int64_t g0, int64_t g1) {
+    std::vector<float> part(SPAN * GROUP * TILE * S);
+    for (int64_t s0 = g0; s0 < g1; s0 += SPAN) {
+      const int64_t s1 = std::min<int64_t>(g1, s0 + SPAN);
+      for (int64_t r0 = 0; r0 < M;) {
+        const int64_t left = M - r0;
+        const auto run = [&](auto tile_rows) {
+          constexpr int R = decltype(tile_rows)::value;
+          rows<F, R>(x + r0 * K, K, w, N, s0, s1, part.data(), y + r0 * ldy, ldy, bias);
+          r0 += R;
+        };
+        if (left >= TILE) {
+          run(std::integral_constant<int, TILE>());
+        } else if (TILE > 8 && left >= 8) {
+          run(std::integral_constant<int, 8>());
+        } else if (left >= 4) {
+          run(std::integral_constant<int, 4>());
+        } else if (left >= 2) {
+          run(std::integral_constant<int, 2>());
+        } else {
+          run(std::integral_constant<int, 1>());
+        }
+      }
+    }
+  });
+}
+
+// Weight rows [n0, n1) expanded to out (n1 - n0, K), each from its own blocks.
+template <class F>
+void expand_rows(const uint8_t* w, int64_t row, int64_t K, const int64_t* ids, int64_t n0, int64_t n1, float* out) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* src = w + (ids ? ids[n] : n) * row;
+    float* dst = out + (n - n0) * K;
+    for (int64_t b = 0; b < K / F::WEIGHTS; ++b) F::expand(src + b * F::BYTES, dst + b * F::WEIGHTS);
+  }
+}
+
+void check_blocks(const at::Tensor& blocks) {
+  TORCH_CHECK(blocks.dim() == 2 && blocks.scalar_type() == at::kByte && blocks.is_contiguous(),
+              "blocks: contiguous uint8 (N, row bytes)");
+}
+
+void check_x(const at::Tensor& x, const at::Tensor& blocks, int64_t type, const c10::optional<at::Tensor>& bias) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float (M, K)");
+  check_blocks(blocks);
+  gguf::with_format(type, [&](auto f) {
+    using F = decltype(f);
+    TORCH_CHECK(blocks.size(1) == gguf::row_bytes<F>(x.size(1)), "blocks: ", blocks.size(1), " bytes a row, not ",
+                "K = ", x.size(1), " weights of type ", type);
+  });
+  TORCH_CHECK(!bias.has_value() || (bias->numel() == blocks.size(0) && bias->scalar_type() == at::kFloat &&
+                                    bias->is_contiguous()),
+              "bias: contiguous float (N,)");
+}
+
+}  // namespace
+
+at::Tensor gguf_dequantize(const at::Tensor& blocks, int64_t type, int64_t K) {
+  check_blocks(blocks);
+  const int64_t N = blocks.size(0);
+  auto out = at::empty({N, K}, blocks.options().dtype(at::kFloat));
+  gguf::with_format(type, [&](auto f) {
+    using F = decltype(f);
+    const int64_t row = gguf::row_bytes<F>(K);
+    TORCH_CHECK(blocks.size(1) == row, "blocks: ", blocks.size(1), " bytes a row, not ", row);
+    const uint8_t* w = blocks.data_ptr<uint8_t>();
+    float* o = out.data_ptr<float>();
+    at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) { expand_rows<F>(w, row, K, nullptr, n0, n1, o + n0 * K); });
+  });
+  return out;
+}
+
+at::Tensor gguf_rows(const at::Tensor& blocks, int64_t type, int64_t K, const at::Tensor& ids) {
+  check_blocks(blocks);
+  TORCH_CHECK(ids.scalar_type() == at::kLong, "ids: int64");
+  const auto flat = ids.contiguous().view(-1);
+  const int64_t N = blocks.size(0), n = flat.numel();
+  const int64_t* id = flat.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) TORCH_CHECK(id[i] >= 0 && id[i] < N, "ids: ", id[i], " is not a row of ", N);
+  auto shape = ids.sizes().vec();
+  shape.push_back(K);
+  auto out = at::empty(shape, blocks.options().dtype(at::kFloat));
+  gguf::with_format(type, [&](auto f) {
+    using F = decltype(f);
+    const int64_t row = gguf::row_bytes<F>(K);
+    TORCH_CHECK(blocks.size(1) == row, "blocks: ", blocks.size(1), " bytes a row, not ", row);
+    const uint8_t* w = blocks.data_ptr<uint8_t>();
+    float* o = out.data_ptr<float>();
+    at::parallel_for(0, n, 16, [&](int64_t i0, int64_t i1) { expand_rows<F>(w, row, K, id, i0, i1, o + i0 * K); });
+  });
+  return out;
+}
+
+void gguf_decode_into(const at::Tensor& x, const at::Tensor& blocks, int64_t type, at::Tensor& y,
+                      const c10::optional<at::Tensor>& bias) {
+  check_x(x, blocks, type, bias);
+  TORCH_CHECK(y.dim() == 2 && y.size(0) == x.size(0) && y.size(1) == blocks.size(0) && y.stride(1) == 1 &&
+                  y.scalar_type() == at::kFloat,
+              "y: float (M, N) with unit column stride");
+  const float* bp = bias.has_value() ? bias->data_ptr<float>() : nullptr;
+  gguf::with_format(type, [&](auto f) {
+    decode<decltype(f)>(x.data_ptr<float>(), x.size(0), x.size(1), blocks.data_ptr<uint8_t>(), blocks.size(0),
+                        y.data_ptr<float>(), y.stride(0), bp);
+  });
+}
+
+at::Tensor gguf_decode_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
+                              const c10::optional<at::Tensor>& bias) {
+  auto y = at::empty({x.size(0), blocks.size(0)}, x.options());
+  gguf_decode_into(x, blocks, type, y, bias);
+  return y;
+}
+
+// Prefill: each thread expands a tile of weight rows (about 1 MiB of float32, within L2) and multiplies it into
+// its columns of the output with one-thread at::mm calls (MKL's sgemm), ROWS activation rows at a time, the last
+// ones padded with zeros. Every call has the same shape, and MKL computes each row of such a product the same
+// wherever it sits among the ROWS (checked for 8, 16 and 32 rows and this project's shapes: a row in any position
+// gave bitwise the same outputs; a product of another M did not), so a prompt's rows do not depend on the prompts
+// packed with it, as in decode. Measured at K = N = 2048, Q4_K, 2 threads, before the row tiles: 2.2-2.4 ms at
+// M = 16 and 14.7-15.7 ms at M = 256, as fast as at::mm on float32 weights (2.4 and 15.8 ms); expanding each tile
+// on both threads and letting at::mm use both took 3.8-5.4 and 16.6-22 ms. Row tiles of 32 cost ~10% at M = 256.
+constexpr int64_t ROWS = 32;
+
+at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
+                               const c10::optional<at::Tensor>& bias) {
+  check_x(x, blocks, type, bias);
+  const int64_t M = x.size(0), K = x.size(1), N = blocks.size(0), tiles = (M + ROWS - 1) / ROWS;
+  const int64_t T = std::max<int64_t>(16, (1 << 18) / K / 16 * 16);  // weight rows a tile
+  const at::Tensor xp = M % ROWS ? at::cat({x, at::zeros({tiles * ROWS - M, K}, x.options())}) : x;
+  auto y = at::empty({M, N}, x.options());
+  gguf::with_format(type, [&](auto f) {
+    using F = decltype(f);
+    const int64_t row = gguf::row_bytes<F>(K);
+    const uint8_t* w = blocks.data_ptr<uint8_t>();
+    // InferenceMode is thread-local: the pool's threads take the caller's, or at::mm_out would refuse to write into
+    // an inference tensor when the caller runs in it.
+    const bool inference = c10::InferenceMode::is_enabled();
+    at::parallel_for(0, (N + T - 1) / T, 1, [&](int64_t t0, int64_t t1) {
+      c10::InferenceMode guard(inference);
+      auto tile = at::empty({T, K}, x.options());
+      auto out = at::empty({ROWS, T}, x.options());  // one product, its row stride (ldc) always T
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t n0 = t * T, n = std::min(T, N - n0);
+        expand_rows<F>(w, row, K, nullptr, n0, n0 + n, tile.data_ptr<float>());
+        auto columns = out.narrow(1, 0, n);
+        for (int64_t r = 0; r < tiles; ++r) {
+          at::mm_out(columns, xp.narrow(0, r * ROWS, ROWS), tile.narrow(0, 0, n).t());
+          const int64_t m = std::min(ROWS, M - r * ROWS);
+          y.narrow(0, r * ROWS, m).narrow(1, n0, n).copy_(columns.narrow(0, 0, m));
+        }
+      }
+    });
+  });
+  if (bias.has_value()) y.add_(*bias);
+  return y;
+}

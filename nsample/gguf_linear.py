@@ -1,0 +1,93 @@
+"""Layers on a GGUF file's own quantized tensors, read as the file holds them (memory-mapped, never dequantized whole).
+
+A projection keeps its weight as the file's blocks (N, row bytes) in one of llama.cpp's formats (Q4_0, Q4_1, Q5_0,
+Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, or plain F32/F16/BF16 rows; csrc/gguf_formats.h). Decode steps sum on the blocks,
+expanded in registers to exactly the float32 weights transformers would dequantize them to, each row on its own
+in a fixed order (csrc/gguf_linear.cpp), so a row's numbers never depend on its batch. Prefill expands a tile of
+weight rows at a time into an MKL GEMM, so no float32 copy of a layer ever exists. Which of the two runs is chosen
+by phase (`decoding()`, set by the runner around decode forwards), never by batch size. The embedding expands the
+rows it is asked for; a tied LM head reads the embedding's blocks.
+"""
+import contextlib
+import threading
+
+import torch
+from torch import nn
+
+from nsample import kernels
+
+TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 12: "Q4_K", 13: "Q5_K",
+              14: "Q6_K", 30: "BF16"}  # the ggml types the kernels read (csrc/gguf_formats.h)
+BLOCK_WEIGHTS = {0: 32, 1: 32, 30: 32, 2: 32, 3: 32, 6: 32, 7: 32, 8: 32, 12: 256, 13: 256, 14: 256}
+_phase = threading.local()
+
+
+@contextlib.contextmanager
+def decoding():
+    """Inside: this thread's forwards are decode steps, which run on the decode kernels (nestable)."""
+    before, _phase.decoding = in_decode(), True
+    try:
+        yield
+    finally:
+        _phase.decoding = before
+
+
+def in_decode() -> bool:
+    return getattr(_phase, "decoding", False)
+
+
+def readable(type_id: int, in_features: int) -> bool:
+    """Whether the kernels read a (N, in_features) tensor of this ggml type as it is."""
+    return type_id in BLOCK_WEIGHTS and in_features % BLOCK_WEIGHTS[type_id] == 0 and in_features % 32 == 0
+
+
+class GGUFLinear(nn.Module):
+    """y = x·Wᵀ + b with W a GGUF tensor's blocks (N, row bytes) of ggml type `type_id`."""
+
+    def __init__(self, blocks: torch.Tensor, type_id: int, in_features: int, bias: torch.Tensor | None = None):
+        super().__init__()
+        assert readable(type_id, in_features), (type_id, in_features)
+        self.blocks, self.type_id = blocks, type_id  # a plain attribute: not a parameter, never copied or cast
+        self.out_features, self.in_features = len(blocks), in_features
+        self.weight = torch.empty((self.out_features, in_features), device="meta")  # shape only, for transformers
+        self.bias = None if bias is None else nn.Parameter(bias.float(), requires_grad=False)
+        self.ops = kernels.ops()
+
+    @property
+    def format(self) -> str:
+        return TYPE_NAMES[self.type_id]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, self.in_features).float().contiguous()  # (M, K)
+        run = self.ops.gguf_decode_linear if in_decode() else self.ops.gguf_prefill_linear
+        y = run(x2, self.blocks, self.type_id, self.bias)  # (M, N)
+        return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
+
+    def dequantize(self) -> torch.Tensor:
+        """The float32 weight (N, K), as transformers dequantizes it (for tests and references)."""
+        return self.ops.gguf_dequantize(self.blocks, self.type_id, self.in_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, format={self.format}"
+
+
+class GGUFEmbedding(nn.Module):
+    """An embedding on a GGUF tensor's blocks: each looked-up row expanded to float32 when asked for."""
+
+    def __init__(self, blocks: torch.Tensor, type_id: int, dim: int):
+        super().__init__()
+        assert readable(type_id, dim), (type_id, dim)
+        self.blocks, self.type_id, self.dim = blocks, type_id, dim
+        self.num_embeddings = len(blocks)
+        self.weight = torch.empty((self.num_embeddings, dim), device="meta")
+        self.ops = kernels.ops()
+
+    @property
+    def format(self) -> str:
+        return TYPE_NAMES[self.type_id]
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.ops.gguf_rows(self.blocks, self.type_id, self.dim, ids.contiguous())  # (*ids.shape, dim)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.dim}, format={self.format}"

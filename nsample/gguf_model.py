@@ -1,0 +1,174 @@
+"""A GGUF file loaded as its blocks: transformers' model around the file's own quantized tensors, memory-mapped.
+
+transformers' own GGUF loading dequantizes every tensor to float32 (4 bytes a weight, 4.4 GB for a 1.1B model)
+and takes tens of seconds; llama.cpp maps the file and computes on its blocks. So do we:
+- the file's metadata becomes a transformers config and tokenizer once (transformers' GGUF parsing, some
+  seconds), cached with an index of its tensors (name, ggml type, shape, offset) in the model cache;
+- the model is built on the meta device, so no weight is allocated, and each projection becomes a GGUFLinear on a
+  view of the mapped file (gguf_linear.py), the embedding a GGUFEmbedding, a tied LM head the embedding's blocks;
+- norms and biases, a few kilobytes a layer, are dequantized to float32 (gguf-py's `dequantize`, as transformers);
+- Llama-architecture files store q/k rows permuted for llama.cpp's rotary layout; transformers permutes them
+  back, and so do we, a row of blocks at a time (those two tensors are copied, the rest stay mapped);
+- a projection in a format the kernels do not read (Q2_K, Q3_K, the IQ formats) is dequantized and rounded to
+  Q8_0 once at load (gguf-py's quantizer, bitwise llama.cpp's), and reported so (`weights_report`).
+Architectures whose tensors transformers transforms beyond that (Gemma's norms, fused experts, ...) are not
+handled here: `supported()` says no and the caller loads them through transformers' float32 path.
+"""
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from nsample.gguf_linear import GGUFEmbedding, GGUFLinear, readable
+
+INDEX = "gguf_tensors.json"
+Q8_0 = 8
+
+
+def cache_key(path: Path) -> str:
+    stat = path.stat()
+    return hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+
+
+def metadata(path: Path, cache: Path) -> Path:
+    """A folder with the file's config, tokenizer and tensor index, made once per file (cached under `cache`)."""
+    target = cache / f"{path.stem}-{cache_key(path)}-gguf"
+    if (target / INDEX).is_file():
+        return target
+    from gguf import GGUFReader
+    from transformers import AutoConfig, AutoTokenizer
+
+    reader = GGUFReader(path)
+    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+    index = {"architecture": arch, "tensors": {
+        t.name: {"type": int(t.tensor_type), "shape": [int(s) for s in t.data.shape], "offset": int(t.data_offset),
+                 "nbytes": int(t.n_bytes)} for t in reader.tensors}}
+    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        config.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / INDEX).write_text(json.dumps(index))
+        os.replace(tmp, target)
+    except OSError:
+        if not (target / INDEX).is_file():  # not another process winning the race
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _processor(arch: str, config):
+    """transformers' tensor processor for `arch` if it only renames (or, for llama, permutes q/k rows), else None."""
+    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, LlamaTensorProcessor, TensorProcessor
+
+    cls = TENSOR_PROCESSORS.get(arch, TensorProcessor)
+    return cls(config=config.to_dict()) if cls in (TensorProcessor, LlamaTensorProcessor) else None
+
+
+def supported(path: Path, cache: Path) -> bool:
+    meta = metadata(path, cache)
+    arch = json.loads((meta / INDEX).read_text())["architecture"]
+    from transformers import AutoConfig
+
+    return _processor(arch, AutoConfig.from_pretrained(meta)) is not None
+
+
+def load(path: Path, cache: Path):
+    """(model, tokenizer): the file's model on the CPU, its projections on the mapped file's blocks."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import get_gguf_hf_weights_map
+
+    meta = metadata(path, cache)
+    index = json.loads((meta / INDEX).read_text())
+    config, tokenizer = AutoConfig.from_pretrained(meta), AutoTokenizer.from_pretrained(meta)
+    processor = _processor(index["architecture"], config)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    names = get_gguf_hf_weights_map(model, processor)  # GGUF tensor name -> transformers parameter name
+    with warnings.catch_warnings():  # a read-only mapping: torch warns that it is not writable, and it is never written
+        warnings.simplefilter("ignore", UserWarning)
+        data = torch.from_numpy(np.memmap(path, dtype=np.uint8, mode="r"))
+    tensors = {names[n]: (n, info) for n, info in index["tensors"].items() if n in names}
+    if "lm_head.weight" not in tensors and config.tie_word_embeddings:
+        tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
+    raws = {}
+    for hf_name, (gguf_name, info) in tensors.items():
+        raw = data[info["offset"]:info["offset"] + info["nbytes"]].view(info["shape"][0], -1)
+        if ".attn_q." in gguf_name or ".attn_k." in gguf_name:
+            raw = raw[_row_order(processor, gguf_name, len(raw))]  # llama: back to transformers' rotary layout
+        raws[hf_name] = raw, info["type"]
+    for hf_name, (raw, type_id) in raws.items():
+        _install(model, hf_name, raw, type_id, raws)
+    _rebuild_meta_buffers(model)
+    return model.eval(), tokenizer
+
+
+def _install(model: nn.Module, hf_name: str, raw: torch.Tensor, type_id: int, raws: dict) -> None:
+    """Put one file tensor (raw bytes, rows first) in its place in `model`; `raws` has every tensor, by name."""
+    parent_name, attr = hf_name.rsplit(".", 1)
+    module = model.get_submodule(parent_name)
+    parent, child = _parent_of(model, parent_name)
+    if attr == "weight" and type(module) is nn.Linear:
+        K = module.in_features
+        if not readable(type_id, K):
+            raw, type_id = _to_q8_0(raw, type_id, K), Q8_0
+        bias = raws.get(f"{parent_name}.bias")
+        setattr(parent, child, GGUFLinear(raw, type_id, K, None if bias is None else _dense_raw(*bias).view(-1)))
+    elif attr == "weight" and type(module) is nn.Embedding:
+        dim = module.embedding_dim
+        setattr(parent, child, GGUFEmbedding(raw, type_id, dim) if readable(type_id, dim)
+                else nn.Embedding.from_pretrained(_dense_raw(raw, type_id).view(-1, dim)))
+    elif attr == "bias" and type(module) is nn.Linear:
+        return  # taken with its weight
+    else:  # norms and the like: small, float32
+        old = getattr(module, attr)
+        setattr(module, attr, nn.Parameter(_dense_raw(raw, type_id).reshape(old.shape), requires_grad=False))
+
+
+def _parent_of(model: nn.Module, name: str) -> tuple[nn.Module, str]:
+    parent, _, child = name.rpartition(".")
+    return (model.get_submodule(parent) if parent else model), child
+
+
+def _dense_raw(raw: torch.Tensor, type_id: int) -> torch.Tensor:
+    from gguf import GGMLQuantizationType, dequantize
+
+    return torch.from_numpy(np.array(dequantize(raw.numpy(), GGMLQuantizationType(type_id)), dtype=np.float32))
+
+
+def _to_q8_0(raw: torch.Tensor, type_id: int, K: int) -> torch.Tensor:
+    """A tensor the kernels cannot read, as Q8_0 blocks (dequantized by gguf-py, rounded by its llama.cpp port)."""
+    from gguf import GGMLQuantizationType, quantize
+
+    if K % 32:
+        raise ValueError(f"a projection of {K} inputs in ggml type {type_id} cannot be read or rounded to Q8_0")
+    w = _dense_raw(raw, type_id).view(len(raw), K).numpy()
+    return torch.from_numpy(np.ascontiguousarray(quantize(w, GGMLQuantizationType.Q8_0)))
+
+
+def _row_order(processor, gguf_name: str, rows: int) -> torch.Tensor:
+    """The row permutation transformers' tensor processor applies to `gguf_name` (identity where it applies none)."""
+    order = np.arange(rows, dtype=np.int64)[:, None]
+    return torch.from_numpy(np.ascontiguousarray(processor.process(order, gguf_name).weights[:, 0]))
+
+
+def _rebuild_meta_buffers(model: nn.Module) -> None:
+    """Modules built on the meta device whose buffers are computed, not loaded (rotary tables), made again on the
+    CPU; anything else still on meta is a tensor the file lacks."""
+    for name, module in list(model.named_modules()):
+        if any(b.is_meta for b in module.buffers(recurse=False)) and hasattr(module, "inv_freq"):
+            parent, child = _parent_of(model, name)
+            setattr(parent, child, type(module)(config=model.config))
+    missing = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+    if missing:
+        raise ValueError(f"the GGUF file has no tensor for {', '.join(missing[:5])}")

@@ -1,0 +1,54 @@
+"""What a model decodes on: each layer kind's weights (a GGUF's blocks of which format, int8, float) and the weight
+bytes one decode step reads, for the benchmark and `/health`-style reports."""
+import re
+
+from torch import nn
+
+from nsample import kernels
+from nsample.gguf_linear import GGUFEmbedding, GGUFLinear
+from nsample.int8_linear import Int8Embedding, Int8Linear
+
+
+def describe(model: nn.Module) -> dict:
+    """{"isa": the kernels' instruction set (None: no kernels in use), "paths": {layer kind: what it decodes on},
+    "decode_bytes": weight bytes read per decode step (every projection and the LM head once; one embedding row a
+    token is left out)}."""
+    paths: dict[str, set[str]] = {}
+    total, uses_kernels = 0, False
+    seen: set[int] = set()
+    for name, m in model.named_modules():
+        path, nbytes = _path(m)
+        if path is None:
+            continue
+        kind = _kind(name)
+        paths.setdefault(kind, set()).add(path)
+        uses_kernels |= type(m) in (GGUFLinear, GGUFEmbedding) or getattr(m, "kernel", None) is not None
+        key = id(m.blocks) if isinstance(m, (GGUFLinear, GGUFEmbedding)) else id(m)
+        if key not in seen and not isinstance(m, (nn.Embedding, GGUFEmbedding, Int8Embedding)):
+            total += nbytes  # an embedding is read a row a token; a tied head reads its blocks once
+        seen.add(key)
+    return {"isa": kernels.isa() if uses_kernels else None,
+            "paths": {k: ", ".join(sorted(v)) for k, v in sorted(paths.items())}, "decode_bytes": total}
+
+
+def _path(m: nn.Module) -> tuple[str | None, int]:
+    if isinstance(m, GGUFLinear):
+        return f"{m.format} blocks", m.blocks.numel()
+    if isinstance(m, GGUFEmbedding):
+        return f"{m.format} rows", m.blocks.numel()
+    if isinstance(m, Int8Linear):
+        return "int8 (two levels)", 2 * m.out_features * m.in_features
+    if isinstance(m, Int8Embedding):
+        return "int8 rows (the head's)", 0
+    if type(m) is nn.Linear:
+        return str(m.weight.dtype).removeprefix("torch."), m.weight.numel() * m.weight.element_size()
+    if type(m) is nn.Embedding:
+        return f"{str(m.weight.dtype).removeprefix('torch.')} rows", m.weight.numel() * m.weight.element_size()
+    return None, 0
+
+
+def _kind(name: str) -> str:
+    """model.layers.3.self_attn.q_proj -> self_attn.q_proj; a grouped int8 layer is named by its members."""
+    name = re.sub(r"^(model\.)?(layers\.\d+\.)?", "", re.sub(r"\.linear$", "", name))
+    return re.sub(r"^model\.", "", name)
+

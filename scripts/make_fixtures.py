@@ -1,0 +1,279 @@
+"""GGUF fixtures made with llama.cpp's own quantizer (llama-cpp-python's llama_model_quantize), for tests and benches.
+
+  --embedded (default)  the embedded SmolLM2-135M-Instruct (Q4_1) requantized to Q4_K_M, Q6_K and Q8_0 (--types
+                        picks others: any of FTYPES), a few seconds each. SmolLM2's hidden size (576) is no multiple
+                        of 256, so llama.cpp falls back from the K-quants on every tensor with 576 columns (Q4_K ->
+                        Q5_0, Q6_K -> Q8_0): only ffn_down (1536 columns) holds K-quant blocks.
+  --large               a 1.1B-parameter Llama of TinyLlama's shape (LARGE) with seeded random weights (normal, std
+                        0.02; norms 1.0; an untied output.weight) and SmolLM2's tokenizer and chat template, written
+                        as F16 and quantized to Q4_1 and Q4_K_M (about 0.7 GB each; the 2.3 GB F16 is deleted
+                        afterwards). For scripts/benchmark.py only, never the test suite.
+Files go to --out (default $NSAMPLE_CACHE_DIR/fixtures, else ~/.cache/nsample/fixtures), named by a key of their
+source file's path, size and mtime (as nsample.model_loader.converted_gguf keys its cache); a file that already
+exists is kept. Each quantization runs in a child process, so llama.cpp (and its OpenMP runtime) never loads into
+the caller, e.g. a test process; files appear atomically (written under a temporary name, then renamed).
+For every file it prints the tensor count per ggml type, the type(s) of each tensor kind, and the size.
+
+Usage: python scripts/make_fixtures.py [--embedded] [--large] [--types Q4_K_M Q6_K Q8_0] [--out DIR] [--paths]
+       python scripts/benchmark.py --gguf $(python scripts/make_fixtures.py --embedded --large --paths)
+In tests: sys.path.insert(0, "scripts"); from make_fixtures import fixture; path = fixture("Q4_K_M")
+"""
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from gguf import GGUFReader, GGUFValueType, GGUFWriter
+
+FTYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M",
+          "Q6_K")  # llama.cpp's LLAMA_FTYPE_MOSTLY_<name> (F32: LLAMA_FTYPE_ALL_F32)
+EMBEDDED_TYPES = ("Q4_K_M", "Q6_K", "Q8_0")
+EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+LARGE_TYPES = ("Q4_1", "Q4_K_M")
+LARGE_NAME = "TinyLlama-1.1B-random"
+LARGE = {"hidden": 2048, "intermediate": 5632, "layers": 22, "heads": 32, "kv_heads": 4, "context": 2048,
+         "rope_base": 10000.0, "rms_eps": 1e-5}  # TinyLlama-1.1B's shape
+KINDS = ("token_embd", "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
+         "ffn_down", "output_norm", "output")  # the order kinds are listed in (others after them)
+SEED, STD = 0, 0.02
+MIB = 2**20
+
+
+def fixtures_dir() -> Path:
+    return Path(os.environ.get("NSAMPLE_CACHE_DIR", Path.home() / ".cache" / "nsample")) / "fixtures"
+
+
+def embedded_gguf() -> Path:
+    from nsample.model_loader import embedded_gguf as find  # imported here: it imports torch
+
+    return find()
+
+
+def source_key(path: Path) -> str:
+    """As nsample.model_loader.converted_gguf keys its cache: the file's path, size and mtime."""
+    stat = path.stat()
+    return hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+
+
+def large_key(tokenizer_source: Path) -> str:
+    return hashlib.sha256(f"{source_key(tokenizer_source)}:{sorted(LARGE.items())}:{SEED}:{STD}".encode()
+                          ).hexdigest()[:12]
+
+
+def fixture(name: str, out: Path | None = None) -> Path:
+    """The fixture `name`, built if missing: a type of FTYPES (the embedded model requantized, seconds) or
+    "large-Q4_1" / "large-Q4_K_M" (the 1.1B model, minutes: benchmarks only)."""
+    out = out or fixtures_dir()
+    if name.startswith("large-"):
+        return build_large(out, (name.removeprefix("large-"),))[0]
+    if name not in FTYPES:
+        raise ValueError(f"unknown fixture {name!r}: one of {', '.join(FTYPES)} or large-<type>")
+    source = embedded_gguf()
+    target = out / f"{EMBEDDED_NAME}.{name}-{source_key(source)}.gguf"
+    if not target.is_file():
+        quantize(source, target, name)
+    return target
+
+
+def build_embedded(out: Path, types: tuple[str, ...] = EMBEDDED_TYPES) -> list[Path]:
+    return [fixture(t, out) for t in types]
+
+
+def build_large(out: Path, types: tuple[str, ...] = LARGE_TYPES) -> list[Path]:
+    """The 1.1B model quantized to `types`: its F16 written (seeded), quantized, then deleted."""
+    source = embedded_gguf()
+    key = large_key(source)
+    targets = [out / f"{LARGE_NAME}.{t}-{key}.gguf" for t in types]
+    missing = [(t, p) for t, p in zip(types, targets) if not p.is_file()]
+    if missing:
+        f16 = out / f"{LARGE_NAME}.F16-{key}.gguf"
+        if not f16.is_file():
+            timed(f"wrote {f16.name}", write_large_f16, f16, source)
+        for qtype, target in missing:
+            timed(f"quantized {target.name}", quantize, f16, target, qtype)
+        f16.unlink()
+    return targets
+
+
+def timed(what: str, fn, *args) -> None:
+    t0 = time.perf_counter()
+    fn(*args)
+    print(f"{what} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+
+
+def quantize(source: Path, target: Path, qtype: str) -> None:
+    """llama.cpp's quantizer from `source` to `target` (requantizing allowed), in a child process; atomic."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        done = subprocess.run([sys.executable, __file__, "--quantize", str(source), str(tmp), qtype],
+                              check=False, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"quantizing {source} to {qtype} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def quantize_here(source: str, target: str, qtype: str) -> None:
+    """The child's side of quantize(): the only place llama.cpp loads."""
+    import llama_cpp
+
+    quiet = llama_cpp.llama_log_callback(lambda level, text, user_data: None)
+    llama_cpp.llama_log_set(quiet, None)
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, "LLAMA_FTYPE_ALL_F32" if qtype == "F32" else f"LLAMA_FTYPE_MOSTLY_{qtype}")
+    params.allow_requantize = True  # the embedded source is Q4_1 already
+    params.nthread = os.cpu_count() or 1
+    if llama_cpp.llama_model_quantize(source.encode(), target.encode(), params) != 0:
+        raise SystemExit(f"llama_model_quantize({source} -> {qtype}) failed")
+
+
+def large_tensors(vocab: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, numpy shape: rows first) of the 1.1B model, in file order; 1-D ones are norms."""
+    h, f, kv = LARGE["hidden"], LARGE["intermediate"], LARGE["hidden"] // LARGE["heads"] * LARGE["kv_heads"]
+    layer = [("attn_norm", (h,)), ("attn_q", (h, h)), ("attn_k", (kv, h)), ("attn_v", (kv, h)),
+             ("attn_output", (h, h)), ("ffn_norm", (h,)), ("ffn_gate", (f, h)), ("ffn_up", (f, h)),
+             ("ffn_down", (h, f))]
+    return ([("token_embd.weight", (vocab, h))]
+            + [(f"blk.{i}.{kind}.weight", shape) for i in range(LARGE["layers"]) for kind, shape in layer]
+            + [("output_norm.weight", (h,)), ("output.weight", (vocab, h))])
+
+
+def large_tensor(index: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Norms 1.0 (float32, as llama.cpp keeps them); weights normal(0, STD) in float16, seeded per tensor."""
+    if len(shape) == 1:
+        return np.ones(shape, dtype=np.float32)
+    rng = np.random.default_rng([SEED, index])
+    return (rng.standard_normal(shape, dtype=np.float32) * STD).astype(np.float16)
+
+
+def copy_tokenizer(reader: GGUFReader, writer: GGUFWriter) -> int:
+    """Every tokenizer.* key (the vocabulary, merges, special ids, chat template) of `reader` into `writer`."""
+    fields = [f for f in reader.fields.values() if f.name.startswith("tokenizer.")]
+    for field in fields:
+        array = field.types[0] == GGUFValueType.ARRAY
+        writer.add_key_value(field.name, field.contents(), field.types[0], sub_type=field.types[-1] if array else None)
+    return len(fields)
+
+
+def write_large_f16(path: Path, tokenizer_source: Path) -> None:
+    """The 1.1B model as F16, streamed tensor by tensor (never all in memory), under a temporary name first."""
+    reader = GGUFReader(tokenizer_source)
+    vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    h = LARGE["hidden"]
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = GGUFWriter(tmp, "llama")
+    writer.add_name(LARGE_NAME)
+    writer.add_context_length(LARGE["context"])
+    writer.add_embedding_length(h)
+    writer.add_block_count(LARGE["layers"])
+    writer.add_feed_forward_length(LARGE["intermediate"])
+    writer.add_head_count(LARGE["heads"])
+    writer.add_head_count_kv(LARGE["kv_heads"])
+    writer.add_rope_dimension_count(h // LARGE["heads"])
+    writer.add_rope_freq_base(LARGE["rope_base"])
+    writer.add_layer_norm_rms_eps(LARGE["rms_eps"])
+    writer.add_vocab_size(vocab)
+    writer.add_file_type(1)  # LLAMA_FTYPE_MOSTLY_F16
+    copy_tokenizer(reader, writer)
+    specs = large_tensors(vocab)
+    for name, shape in specs:
+        dtype = np.dtype(np.float32 if len(shape) == 1 else np.float16)
+        writer.add_tensor_info(name, shape, dtype, int(np.prod(shape)) * dtype.itemsize)
+    try:
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        for index, (_, shape) in enumerate(specs):
+            writer.write_tensor_data(large_tensor(index, shape))
+        writer.close()
+        os.replace(tmp, path)
+    finally:
+        writer.close()
+        tmp.unlink(missing_ok=True)
+
+
+def kind_of(tensor: str) -> str:
+    """blk.3.attn_q.weight -> attn_q; token_embd.weight -> token_embd; blk.0.attn_q.bias -> attn_q.bias."""
+    return re.sub(r"\.weight$", "", re.sub(r"^blk\.\d+\.", "", tensor))
+
+
+def contents(path: Path) -> dict:
+    """What a GGUF holds: its size, tensor count per ggml type, types per tensor kind, whether the head is tied,
+    and the tensor bytes one decode step reads (all but token_embd; token_embd too when it is the tied head)."""
+    tensors = GGUFReader(path).tensors
+    kinds: dict[str, Counter] = {}
+    for t in tensors:
+        kinds.setdefault(kind_of(t.name), Counter())[t.tensor_type.name] += 1
+    tied = "output" not in kinds
+    return {"size": path.stat().st_size, "tensors": len(tensors),
+            "types": Counter(t.tensor_type.name for t in tensors), "kinds": kinds, "tied": tied,
+            "decode_bytes": sum(int(t.n_bytes) for t in tensors if tied or kind_of(t.name) != "token_embd")}
+
+
+def type_counts(counts: Counter, times: str = " ") -> str:
+    """Counter({"Q5_0": 16, "Q8_0": 14}) -> "Q5_0 16, Q8_0 14" (times=" ") or "Q5_0 x16, Q8_0 x14" (times=" x")."""
+    return ", ".join(f"{t}{times}{n}" for t, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def kind_types(info: dict, kind: str) -> str:
+    """The ggml type(s) of one tensor kind in a file, e.g. "Q6_K" or "Q4_K x16, Q6_K x14"."""
+    if kind == "output" and info["tied"]:
+        return "tied: token_embd"
+    counts = info["kinds"].get(kind)
+    if not counts:
+        return "-"
+    return next(iter(counts)) if len(counts) == 1 else type_counts(counts, " x")
+
+
+def summary(path: Path, per_kind: bool = True) -> str:
+    """What a GGUF holds (see contents()): size and type counts, then (per_kind) a line of each kind's types."""
+    info = contents(path)
+    line = (f"{path.name}: {info['size'] / MIB:.1f} MiB, {info['tensors']} tensors: {type_counts(info['types'])}; "
+            f"read per decode step {info['decode_bytes'] / MIB:.1f} MiB")
+    return line + ("\n  " + " | ".join(f"{k} {kind_types(info, k)}" for k in kinds_of(info)) if per_kind else "")
+
+
+def kinds_of(info: dict, extra=()) -> list[str]:
+    """The file's tensor kinds (and `extra` ones), in KINDS order; output too where the head is tied."""
+    kinds = set(info["kinds"]) | set(extra) | ({"output"} if info["tied"] else set())
+    return sorted(kinds, key=lambda k: (KINDS.index(k) if k in KINDS else len(KINDS), k))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--embedded", action="store_true", help="the embedded model requantized (the default)")
+    ap.add_argument("--large", action="store_true", help="the 1.1B random Llama as Q4_1 and Q4_K_M (minutes, ~1.4 GB)")
+    ap.add_argument("--types", nargs="+", choices=FTYPES, default=None,
+                    help=f"types to build (default {' '.join(EMBEDDED_TYPES)} for --embedded, "
+                         f"{' '.join(LARGE_TYPES)} for --large)")
+    ap.add_argument("--out", type=Path, default=None, help="default: $NSAMPLE_CACHE_DIR/fixtures")
+    ap.add_argument("--paths", action="store_true",
+                    help="print only the files' paths, one a line (for `benchmark.py --gguf $(...)`)")
+    ap.add_argument("--quantize", nargs=3, metavar=("SRC", "DST", "TYPE"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.quantize:
+        quantize_here(*args.quantize)
+        return
+    out = args.out or fixtures_dir()
+    paths = []
+    if args.embedded or not args.large:
+        paths += build_embedded(out, tuple(args.types or EMBEDDED_TYPES))
+    if args.large:
+        t0 = time.perf_counter()
+        paths += build_large(out, tuple(args.types or LARGE_TYPES))
+        print(f"large fixtures ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr if args.paths else None)
+    for path in paths:
+        print(path if args.paths else f"{path}\n  {summary(path)}")
+
+
+if __name__ == "__main__":
+    main()

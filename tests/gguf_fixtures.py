@@ -1,0 +1,48 @@
+"""Engines on tiny GGUF files (tests/tiny_gguf.py), for the tests of decoding on a file's blocks, and the mark that
+skips them where the kernels or llama.cpp's quantizer are missing."""
+import atexit
+import contextlib
+import functools
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import ggml_quantizer as gq
+import pytest
+import tiny_gguf
+
+from nsample import kernels
+
+HAS_GGUF = kernels.ops() is not None and gq.available()
+needs_gguf = pytest.mark.skipif(not HAS_GGUF, reason="no C++ kernels here, or no llama.cpp quantizer")
+TYPES = {
+    "mix": {"token_embd": gq.Q6_K, "attn_q": gq.Q4_K, "attn_k": gq.Q4_K, "attn_v": gq.Q6_K, "attn_output": gq.Q4_K,
+            "ffn_gate": gq.Q4_K, "ffn_up": gq.Q4_K, "ffn_down": gq.Q6_K},  # as llama.cpp mixes a Q4_K_M file
+    "q4_1": {**dict.fromkeys(tiny_gguf.KINDS, gq.Q4_1), "token_embd": gq.Q8_0},  # as the embedded model
+}
+
+
+@functools.cache
+def tiny_gguf_file(kind: str, layers: int = 2) -> Path:
+    """The tiny model (hidden 256, head dim 64) as a GGUF file of `kind` (TYPES), written once per test session."""
+    root = Path(tempfile.mkdtemp(prefix="nsample-gguf-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return tiny_gguf.write(root / f"tiny-{kind}-{layers}.gguf", TYPES[kind], layers=layers)
+
+
+def tiny_gguf_engine(kind: str, layers: int = 2, **config):
+    import nsample
+
+    return nsample.load(str(tiny_gguf_file(kind, layers)), **config)
+
+
+@contextlib.contextmanager
+def forced_isa(isa: str):
+    """Inside: nsample's kernels are those of `isa` (layers and fused decoders take them when they are built)."""
+    before = os.environ.get("NSAMPLE_ISA")
+    os.environ["NSAMPLE_ISA"] = isa
+    try:
+        yield kernels.ops()
+    finally:
+        os.environ.pop("NSAMPLE_ISA") if before is None else os.environ.update(NSAMPLE_ISA=before)

@@ -1,0 +1,127 @@
+"""A GGUF file loaded as its blocks (nsample/gguf_model.py): every format read as the file holds it, the weights
+transformers would dequantize bitwise, its logits, no float32 copy, the decode paths reported, the modes refused."""
+import ggml_quantizer as gq
+import numpy as np
+import pytest
+import tiny_gguf
+from gguf_fixtures import TYPES
+import torch
+from transformers import AutoModelForCausalLM
+
+import nsample
+from nsample import gguf_linear, gguf_model, kernels, weights_report
+from nsample.gguf_linear import GGUFEmbedding, GGUFLinear
+from nsample.model_loader import cache_dir
+
+pytestmark = pytest.mark.skipif(kernels.ops() is None or not gq.available(),
+                                reason="no C++ kernels here, or no llama.cpp quantizer (llama-cpp-python)")
+FORMATS = {"F16": gq.F16, "Q5_0": gq.Q5_0, "Q8_0": gq.Q8_0, "Q5_K": gq.Q5_K}  # each format's own expansion is
+# tested bitwise on its own in test_gguf_formats.py; here, that a file's tensors land in their places, rows in order
+Q4_K_M = TYPES["mix"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """name -> a tiny GGUF file: a few formats, plus a Q4_K_M-like mix with an untied output."""
+    root = tmp_path_factory.mktemp("gguf")
+    out = {name: tiny_gguf.write(root / f"tiny-{name}.gguf", t) for name, t in FORMATS.items()}
+    out["mix"] = tiny_gguf.write(root / "tiny-mix.gguf", {**Q4_K_M, "output": gq.Q6_K}, tied=False)
+    return out
+
+
+def reference(path):
+    """transformers' own load of the file: every tensor dequantized to float32."""
+    return AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+
+
+@pytest.mark.parametrize("name", [*FORMATS, "mix"])
+@torch.inference_mode()
+def test_each_format_is_read_as_the_file_holds_it_and_expands_to_transformers_weights_bitwise(files, name):
+    engine = nsample.load(str(files[name]))
+    try:
+        model, ref = engine.model, reference(files[name])
+        assert engine.quantize == "gguf"
+        projections = {n: m for n, m in model.named_modules() if isinstance(m, GGUFLinear)}
+        assert len(projections) == 2 * 7 + 1  # every projection and the LM head, none left as nn.Linear
+        for n, m in projections.items():
+            assert torch.equal(m.dequantize(), ref.get_submodule(n).weight), n  # q/k rows permuted back too
+        embed = model.get_input_embeddings()
+        assert isinstance(embed, GGUFEmbedding)
+        ids = torch.tensor([[0, 5, 49151], [17, 17, 3]])
+        assert torch.equal(embed(ids), ref.get_input_embeddings()(ids))
+        float_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        assert float_bytes < 64 * 1024  # norms only: no float32 copy of a projection or the embedding
+    finally:
+        engine.close()
+
+
+@torch.inference_mode()
+def test_prefill_and_decode_logits_stay_within_1e4_of_transformers(files):
+    path = files["mix"]
+    engine = nsample.load(str(path))
+    try:
+        model, ref = engine.model, reference(path)
+        ids = torch.tensor([engine.tokenize("A prompt of a few tokens, long enough to matter")])
+        want = ref(ids).logits
+        got = model(ids).logits  # prefill: tiles expanded into a GEMM
+        assert (got - want).abs().max() < 1e-4 * want.abs().max()
+        with gguf_linear.decoding():  # decode kernels: float32 sums on the blocks
+            got = model(ids).logits
+        assert (got - want).abs().max() < 1e-4 * want.abs().max()
+    finally:
+        engine.close()
+
+
+def test_the_report_names_each_layers_format_and_the_bytes_a_decode_step_reads(files):
+    from gguf import GGUFReader
+
+    path = files["mix"]
+    engine = nsample.load(str(path))
+    try:
+        report = weights_report.describe(engine.model)
+    finally:
+        engine.close()
+    assert report["isa"] == kernels.isa()
+    assert report["paths"]["self_attn.q_proj"] == "Q4_K blocks" and report["paths"]["mlp.down_proj"] == "Q6_K blocks"
+    assert report["paths"]["lm_head"] == "Q6_K blocks" and report["paths"]["embed_tokens"] == "Q6_K rows"
+    read = sum(int(t.n_bytes) for t in GGUFReader(path).tensors if t.name != "token_embd.weight" and
+               t.tensor_type.name not in ("F32",))  # projections and head; norms are float32 parameters
+    assert report["decode_bytes"] == read
+
+
+def test_a_format_the_kernels_do_not_read_is_rounded_to_q8_0_once(tmp_path):
+    path = tiny_gguf.write(tmp_path / "tiny-q3_k.gguf", {**Q4_K_M, "ffn_down": 11})  # Q3_K
+    engine = nsample.load(str(path))
+    try:
+        report = weights_report.describe(engine.model)
+        assert report["paths"]["mlp.down_proj"] == "Q8_0 blocks"
+        down = engine.model.model.layers[0].mlp.down_proj
+        want = reference(path).model.layers[0].mlp.down_proj.weight
+        assert (down.dequantize() - want).abs().max() <= want.abs().max() / 127  # one Q8_0 rounding of it
+    finally:
+        engine.close()
+
+
+def test_the_modes_that_cannot_apply_are_refused_not_changed(files):
+    with pytest.raises(ValueError, match="quantize='gguf'"):
+        nsample.load("nsample/tiny-random", quantize="gguf")  # no file to read blocks from
+    engine = nsample.load(str(files["Q8_0"]), quantize="none")  # through transformers, float32 as asked
+    try:
+        assert engine.quantize == "none"
+        assert not any(isinstance(m, GGUFLinear) for m in engine.model.modules())
+    finally:
+        engine.close()
+
+
+@torch.inference_mode()
+def test_decode_rows_are_bitwise_their_own(files):
+    model, _ = gguf_model.load(files["mix"], cache_dir())
+    layer = model.model.layers[1].mlp.down_proj
+    x = torch.randn(37, layer.in_features, generator=torch.Generator().manual_seed(0)) * 3
+    with gguf_linear.decoding():
+        y = layer(x)
+        alone = [layer(x[i:i + 1])[0] for i in range(len(x))]
+    assert all(torch.equal(a, y[i]) for i, a in enumerate(alone))
+    ref = x.double() @ layer.dequantize().double().T
+    assert (y.double() - ref).abs().max() < 1e-5 * ref.abs().max()
+    assert np.isfinite(y.numpy()).all()

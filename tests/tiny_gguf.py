@@ -1,0 +1,81 @@
+"""The tiny random Llama (nsample.tiny_model) written as a GGUF file, its tensors quantized by llama.cpp's own quantizer
+(tests/ggml_quantizer.py), as llama.cpp's converter lays them out (q/k rows permuted for its rotary), with the
+embedded model's tokenizer: fixtures of every block format in a fraction of a second, for the loader's tests."""
+import functools
+from pathlib import Path
+
+import torch
+from ggml_quantizer import F32, quantize
+
+from nsample.model_loader import embedded_gguf
+from nsample.tiny_model import tiny_model
+
+KINDS = ("token_embd", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+HF = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+      "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+      "ffn_down": "mlp.down_proj"}
+
+
+@functools.cache
+def tokenizer_fields() -> list:
+    """The embedded GGUF's tokenizer keys: (key, value, type, sub type)."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(embedded_gguf())
+    return [(k, f.contents(), f.types[0], f.types[-1] if len(f.types) > 1 else None)
+            for k, f in reader.fields.items() if k.startswith("tokenizer.")]
+
+
+def permute(w: torch.Tensor, heads: int) -> torch.Tensor:
+    """llama.cpp's converter's q/k row order (convert_hf_to_gguf.py's LlamaModel.permute)."""
+    return w.reshape(heads, 2, len(w) // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write(path: Path, types: dict[str, int] | int, hidden: int = 256, layers: int = 2, seed: int = 0,
+          tied: bool = True) -> Path:
+    """A GGUF file at `path` of the tiny model; `types`: one ggml type for every projection and the embedding, or
+    one per kind in KINDS (and "output" when untied). Norms are F32, as llama.cpp keeps them."""
+    from gguf import GGMLQuantizationType, GGUFWriter
+
+    model, _ = tiny_model(seed=seed, layers=layers, hidden=hidden)
+    rng = torch.Generator().manual_seed(seed)
+    cfg = model.config
+    kinds = {k: types if isinstance(types, int) else types.get(k, F32) for k in (*KINDS, "output")}
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_block_count(layers)
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(hidden)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"] if getattr(cfg, "rope_parameters", None)
+                              else cfg.rope_theta)
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_rope_dimension_count(hidden // cfg.num_attention_heads)
+    writer.add_vocab_size(cfg.vocab_size)
+    for key, value, vtype, sub in tokenizer_fields():
+        writer.add_key_value(key, value, vtype, sub)
+
+    def add(name: str, w: torch.Tensor, type_id: int):
+        if type_id == F32 or w.dim() == 1:
+            writer.add_tensor(name, w.detach().float().numpy())
+        else:
+            writer.add_tensor(name, quantize(w, type_id).numpy(), raw_dtype=GGMLQuantizationType(type_id))
+
+    add("token_embd.weight", model.model.embed_tokens.weight, kinds["token_embd"])
+    if not tied:
+        add("output.weight", torch.randn(model.lm_head.weight.shape, generator=rng) * 0.5, kinds["output"])
+    add("output_norm.weight", model.model.norm.weight, F32)
+    for i, layer in enumerate(model.model.layers):
+        for kind, hf in HF.items():
+            w = layer.get_submodule(hf).weight
+            heads = cfg.num_attention_heads if kind == "attn_q" else cfg.num_key_value_heads
+            add(f"blk.{i}.{kind}.weight", permute(w, heads) if kind in ("attn_q", "attn_k") else w, kinds[kind])
+        add(f"blk.{i}.attn_norm.weight", torch.rand(hidden, generator=rng) + 0.5, F32)
+        add(f"blk.{i}.ffn_norm.weight", torch.rand(hidden, generator=rng) + 0.5, F32)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
