@@ -119,7 +119,7 @@ def attend_cpu(query, prefixes, k, v, out):
     for start, stop, k_p, v_p in prefixes:
         n = stop - start
         q_heads = q[start:stop].transpose(0, 1).reshape(1, Hkv, n * g, D)  # all its rows' queries, per KV head
-        o, lse_p = FLASH_CPU(q_heads, k_p, v_p, scale=1.0)[:2]  # (1, Hkv, n·g, D), (1, Hkv, n·g)
+        o, lse_p = prompt_flash(q_heads, k_p, v_p)  # (1, Hkv, n·g, D), (1, Hkv, n·g)
         prefix[start:stop] = o.view(Hkv, n, g, D).transpose(0, 1)
         lse[0, start:stop, :heads].view(n, Hkv, g).copy_(lse_p.view(Hkv, n, g).transpose(0, 1))
     gap = lse[1] - lse[0]  # (R, width)
@@ -129,6 +129,19 @@ def attend_cpu(query, prefixes, k, v, out):
 
 
 FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # returns (out, logsumexp)
+QUERIES = 32  # ATen's flash kernel takes queries in blocks of 32 (below 192 queries) into MKL GEMMs
+
+
+def prompt_flash(q, k, v):
+    """FLASH_CPU of queries (1, Hkv, Q, D) over a prompt, in calls of exactly QUERIES queries (the last padded with
+    zeros): MKL rounds a GEMM row differently at different row counts (seen on an AMD EPYC: a row alone and among
+    its request's rows differed by 3e-8), and with every call the same shape a query's numbers do not depend on how
+    many rows its request has."""
+    Q = q.shape[2]
+    if Q % QUERIES:
+        q = torch.cat([q, q.new_zeros(*q.shape[:2], QUERIES - Q % QUERIES, q.shape[3])], 2)
+    parts = [FLASH_CPU(q[:, :, i:i + QUERIES], k, v, scale=1.0)[:2] for i in range(0, q.shape[2], QUERIES)]
+    return torch.cat([o for o, _ in parts], 2)[:, :, :Q], torch.cat([lse for _, lse in parts], 2)[:, :, :Q]
 
 
 def enable(model) -> bool:

@@ -4,9 +4,9 @@ For each prompt length and n, every method runs side by side in one benchmark ru
 (so none inherits another's allocator or OpenMP state: a prior HF run was seen to slow the next by 20%, and
 llama.cpp loaded next to torch ran up to 1.6x slower), on the same model and threads, with new_tokens new
 tokens per choice (temperature 1, eos ignored):
-  fast       nsample with its default weights here (EngineConfig.quantize="auto": gguf on AVX-512 CPUs with
-             native int8 dot products, int8 on other CPUs with them)
-  int8       nsample with quantize="int8" (decode on two-level int8 too), where fast is gguf
+  fast       nsample with its default weights here (EngineConfig.quantize="auto": a GGUF file's own blocks
+             where nsample's kernels build, int8 for other models on CPUs with AMX)
+  int8       nsample with quantize="int8" (the file dequantized, then two-level int8), where it is fast (AMX)
   fp32       nsample with the weights as loaded (quantize="none")
   nrs        Hugging Face generate(num_return_sequences=n) on the float32 model
   llama      llama.cpp's batched example on the same GGUF (scripts/bench_llamacpp.py)
@@ -311,8 +311,8 @@ def methods_for(args, target: Target) -> list[str]:
     if not llama and any(m.startswith("llama") for m in args.methods):
         print("llama.cpp columns skipped: they need a GGUF file and llama-cpp-python (make test installs it)")
     methods = [m for m in args.methods if llama or not m.startswith("llama")]
-    if resolve_quantize("auto", args.device if args.device != "auto" else "cpu") != "gguf":
-        methods = [m for m in methods if m != "int8"]  # fast is int8 (or none) here already
+    if resolve_quantize("auto", args.device if args.device != "auto" else "cpu") != "int8":
+        methods = [m for m in methods if m != "int8"]  # oneDNN's int8 GEMM is slow here (quantize.INT8_FLAGS)
     return methods
 
 

@@ -30,6 +30,8 @@ def _library() -> ctypes.CDLL | None:
                                             ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
         lib.ggml_row_size.restype = ctypes.c_size_t
         lib.ggml_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
+        lib.ggml_blck_size.restype = ctypes.c_int64
+        lib.ggml_blck_size.argtypes = [ctypes.c_int]
         if hasattr(lib, "ggml_quantize_init"):  # builds the lookup tables some types need; harmless for the rest
             lib.ggml_quantize_init.argtypes = [ctypes.c_int]
         return lib
@@ -50,6 +52,8 @@ def quantize(w: torch.Tensor, type: int) -> torch.Tensor:
     lib = _library()
     if lib is None:
         raise RuntimeError("llama.cpp's ggml library is not available (pip install llama-cpp-python)")
+    if K % lib.ggml_blck_size(type):  # ggml would abort the process
+        raise ValueError(f"ggml type {type} quantizes rows in blocks of {lib.ggml_blck_size(type)}, not K = {K}")
     if hasattr(lib, "ggml_quantize_init"):
         lib.ggml_quantize_init(type)
     row_bytes = lib.ggml_row_size(type, K)

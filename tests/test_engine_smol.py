@@ -6,16 +6,19 @@ import pytest
 import nsample
 from nsample.engine_base import wrap_seed
 from nsample.errors import ModelMissing
-from nsample.model_loader import EMBEDDED_NAME, cache_dir, embedded_gguf
+from nsample.gguf_linear import GGUFLinear
+from nsample.model_loader import EMBEDDED_NAME, cache_dir, converted_gguf, embedded_gguf
 
 pytestmark = pytest.mark.e2e
 CHAT = [{"role": "user", "content": "Write a short poem about the sea."}]
 
 
-def test_the_embedded_model_loads_from_its_safetensors_cache(smol_engine):
+def test_the_embedded_model_loads_as_its_gguf_blocks_with_its_metadata_cached(smol_engine):
     assert smol_engine.name == EMBEDDED_NAME
-    assert any(p.name.startswith("SmolLM2-135M-Instruct.Q4_1-") and (p / "model.safetensors").is_file()
-               for p in cache_dir().iterdir())
+    if smol_engine.quantize == "gguf":  # where the kernels build: the file's own blocks, memory-mapped
+        assert {m.format for m in smol_engine.model.modules() if isinstance(m, GGUFLinear)} == {"Q4_1", "Q8_0"}
+        assert any(p.name.startswith("SmolLM2-135M-Instruct.Q4_1-") and (p / "gguf_tensors.json").is_file()
+                   for p in cache_dir().iterdir())
     text = smol_engine.generate([{"role": "user", "content": "What is the capital of France?"}],
                                 temperature=0, max_tokens=20).choices[0].text
     assert "Paris" in text
@@ -74,7 +77,7 @@ def test_a_gguf_path_and_a_local_folder_load_too(smol_engine):
         assert [c.token_ids for c in a] == [c.token_ids for c in b]
     finally:
         gguf.close()
-    folder = next(p for p in cache_dir().iterdir() if p.name.startswith("SmolLM2-135M-Instruct.Q4_1-"))
+    folder = converted_gguf(embedded_gguf())  # transformers' float32 conversion, saved as a model folder
     local = nsample.load(str(folder))
     try:
         assert local.generate(CHAT, temperature=0, max_tokens=5).choices[0].token_ids == \

@@ -62,14 +62,14 @@ void tile(const Pass& p, int c0) {
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = p.first ? Vec(0.0f) : Vec::loadu(part + (c * R + r) * S);
   for (int64_t b = p.b0; b < p.b1; ++b)
-#pragma GCC unroll 8  // a K-quant's eight sub-blocks: their scale unpacking and nibble picks resolved (Q6_K -30%)
+#pragma GCC unroll 8  // a K-quant's eight sub-blocks: their scale unpacking and nibble picks resolved at compile time
     for (int j = 0; j < F::WEIGHTS / 32; ++j) {
       const float* xb = p.x + b * F::WEIGHTS + 32 * j;
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         Vec wv[V];
         F::chunk(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv);
-        FOR_VECTORS(v)  // each weight vector to all rows, then dead: fewer live registers (AVX2, 8 rows: -25..35%)
+        FOR_VECTORS(v)  // each weight vector to all rows, then dead: fewer registers live at once (AVX2 has 16)
 #pragma GCC unroll 16
           for (int r = 0; r < R; ++r)
             acc[r][c] = at::vec::fmadd(Vec::loadu(xb + r * p.K + S * v), wv[v], acc[r][c]);

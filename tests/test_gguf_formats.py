@@ -1,0 +1,104 @@
+"""The C++ kernels on a GGUF file's own blocks (nsample/csrc/gguf_formats.h, gguf_linear.cpp), format by format,
+on weights quantized by llama.cpp itself: the expanded weights are gguf-py's dequantization bitwise, the decode
+and prefill products are x · Wᵀ to float32 accuracy, and a decode row is bitwise the same whatever rows come with
+it. Run for the instruction set the kernels are built for here (NSAMPLE_ISA=avx2 forces AVX2)."""
+import gguf
+import numpy as np
+import pytest
+import torch
+
+import ggml_quantizer
+from nsample import kernels
+
+pytestmark = pytest.mark.skipif(not ggml_quantizer.available(), reason="llama.cpp's quantizer (llama-cpp-python) "
+                                "is not installed")
+TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q4_K": 12, "Q5_K": 13,
+         "Q6_K": 14, "BF16": 30}
+K_QUANTS = {12, 13, 14}
+N = 10  # not a multiple of the kernels' groups of 4 columns: the last group is partial
+
+
+@pytest.fixture(scope="module")
+def ops():
+    ops = kernels.ops()
+    if ops is None:
+        pytest.skip(f"nsample's C++ kernels are not available here (instruction set {kernels.isa()})")
+    return ops
+
+
+@pytest.fixture(scope="module", params=list(TYPES.items()), ids=list(TYPES))
+def tensor(request):
+    """(type id, K, blocks (N, row bytes) uint8, gguf-py's float32 weights (N, K)). K spans several of the decode
+    kernel's slices of K at 16 rows (and at 8, under AVX2)."""
+    type_id = request.param[1]
+    K = 768 if type_id in K_QUANTS else 1024
+    w = torch.randn(N, K, generator=torch.Generator().manual_seed(type_id))
+    blocks = ggml_quantizer.quantize(w, type_id)
+    weights = gguf.quants.dequantize(blocks.numpy(), gguf.GGMLQuantizationType(type_id))
+    return type_id, K, blocks, torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32))
+
+
+def close(y: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> bool:
+    """y is x · wᵀ (+ bias), exact in float64, to 1e-5 of its largest element."""
+    exact = x.double() @ w.double().T + (0 if bias is None else bias.double())
+    return bool((y.double() - exact).abs().max() <= 1e-5 * exact.abs().max())
+
+
+def test_dequantize_is_gguf_pys_bitwise(ops, tensor):
+    type_id, K, blocks, weights = tensor
+    assert torch.equal(ops.gguf_dequantize(blocks, type_id, K), weights)
+
+
+def test_rows_are_the_dequantized_rows(ops, tensor):
+    type_id, K, blocks, weights = tensor
+    ids = torch.tensor([[3, 0, 9], [3, 7, 1]])
+    got = ops.gguf_rows(blocks, type_id, K, ids)
+    assert got.shape == (2, 3, K) and torch.equal(got, weights[ids])
+    with pytest.raises(RuntimeError, match="not a row"):
+        ops.gguf_rows(blocks, type_id, K, torch.tensor([N]))
+
+
+@pytest.mark.parametrize("M", [1, 3, 17, 40])
+def test_decode_is_x_times_w_and_each_row_is_bitwise_its_own(ops, tensor, M):
+    type_id, K, blocks, weights = tensor
+    x = torch.randn(M, K, generator=torch.Generator().manual_seed(M))
+    bias = torch.randn(N)
+    y = ops.gguf_decode_linear(x, blocks, type_id, None)
+    assert y.shape == (M, N) and close(y, x, weights)
+    for r in range(M):  # alone, and among other rows in another order (the rows' tiles differ)
+        assert torch.equal(ops.gguf_decode_linear(x[r:r + 1].contiguous(), blocks, type_id, None)[0], y[r])
+    shuffled = torch.randperm(M, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(ops.gguf_decode_linear(x[shuffled].contiguous(), blocks, type_id, None), y[shuffled])
+    assert torch.equal(ops.gguf_decode_linear(x, blocks, type_id, bias), y + bias)
+
+
+@pytest.mark.parametrize("M", [1, 17, 40])
+def test_prefill_is_x_times_w(ops, tensor, M):
+    type_id, K, blocks, weights = tensor
+    x = torch.randn(M, K, generator=torch.Generator().manual_seed(M))
+    bias = torch.randn(N)
+    assert close(ops.gguf_prefill_linear(x, blocks, type_id, None), x, weights)
+    assert close(ops.gguf_prefill_linear(x, blocks, type_id, bias), x, weights, bias)
+
+
+def test_a_linear_of_parts_of_several_types_is_their_concatenation(ops):
+    """A fused q|k|v as a Q4_K_M file holds it: Q4_K, Q6_K, Q4_K parts side by side, one bias over them all."""
+    K, sizes, types = 512, [12, 4, 4], [12, 14, 12]
+    parts = [ggml_quantizer.quantize(torch.randn(n, K), t) for n, t in zip(sizes, types)]
+    bias = torch.randn(sum(sizes))
+    linear = ops.gguf_block_linear(parts, types, bias)
+    for M in (1, 5, 17):
+        x = torch.randn(M, K)
+        alone = torch.cat([ops.gguf_decode_linear(x, p, t, None) for p, t in zip(parts, types)], dim=1)
+        assert torch.equal(linear(x), alone + bias)
+    one = ops.gguf_block_linear(parts[:1], types[:1], bias[:12])
+    assert torch.equal(one(x), ops.gguf_decode_linear(x, parts[0], types[0], bias[:12]))
+    assert torch.equal(ops.gguf_block_linear(parts, types, None)(x), alone)
+
+
+def test_other_types_and_shapes_are_refused(ops):
+    blocks = ggml_quantizer.quantize(torch.randn(4, 256), 12)
+    with pytest.raises(RuntimeError, match="not supported"):
+        ops.gguf_dequantize(blocks, 10, 256)  # Q2_K
+    with pytest.raises(RuntimeError, match="bytes a row"):
+        ops.gguf_decode_linear(torch.randn(1, 512), blocks, 12, None)
