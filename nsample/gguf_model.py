@@ -29,6 +29,7 @@ from torch import nn
 from nsample.gguf_linear import GGUFEmbedding, GGUFLinear, readable
 
 INDEX = "gguf_tensors.json"
+NAMES = "gguf_names.json"
 Q8_0 = 8
 
 
@@ -94,7 +95,7 @@ def load(path: Path, cache: Path):
     processor = _processor(index["architecture"], config)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    names = get_gguf_hf_weights_map(model, processor)  # GGUF tensor name -> transformers parameter name
+    names = _names(meta, lambda: get_gguf_hf_weights_map(model, processor))  # GGUF name -> transformers name
     with warnings.catch_warnings():  # a read-only mapping: torch warns that it is not writable, and it is never written
         warnings.simplefilter("ignore", UserWarning)
         data = torch.from_numpy(np.memmap(path, dtype=np.uint8, mode="r"))
@@ -111,6 +112,19 @@ def load(path: Path, cache: Path):
         _install(model, hf_name, raw, type_id, raws)
     _rebuild_meta_buffers(model)
     return model.eval(), tokenizer
+
+
+def _names(meta: Path, compute) -> dict[str, str]:
+    """The GGUF -> transformers tensor names, computed once per file: transformers builds gguf-py's name map again
+    for every submodule (8 s of a 9 s load of the embedded model), so they are kept beside the tensor index."""
+    path = meta / NAMES
+    if path.is_file():
+        return json.loads(path.read_text())
+    names = compute()
+    tmp = path.with_name(f".{NAMES}.{os.getpid()}")
+    tmp.write_text(json.dumps(names))
+    os.replace(tmp, path)
+    return names
 
 
 def _install(model: nn.Module, hf_name: str, raw: torch.Tensor, type_id: int, raws: dict) -> None:
