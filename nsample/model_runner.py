@@ -7,8 +7,8 @@ requests run packed into one forward; (3) every request
 with logits samples a token column and publishes it; (4) one decode forward runs the live rows of all
 shared-prefix requests together, ordered by cohort (the requests whose decoding started at the same step
 share their generated tokens' KV buffers, `nsample/cohort.py`): the model's own forward, or for a quantized
-Llama-style model on a CPU where nsample's kernels run the C++ one (`nsample/fused_decode.py`); forked-cache requests, for architectures
-without the shared layout, each run a forward of their own.
+Llama-style model on a CPU where nsample's kernels run the C++ one (`nsample/fused_decode.py`); forked-cache
+requests, for architectures without the shared layout, each run a forward of their own.
 """
 import time
 from dataclasses import dataclass, field
