@@ -68,20 +68,18 @@ def metadata(path: Path, cache: Path) -> Path:
     return target
 
 
-def _processor(arch: str, config):
-    """transformers' tensor processor for `arch` if it only renames (or, for llama, permutes q/k rows), else None."""
+def _processor_class(arch: str):
+    """transformers' tensor processor class for `arch` if it only renames (or, for llama, permutes q/k rows), else
+    None."""
     from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, LlamaTensorProcessor, TensorProcessor
 
     cls = TENSOR_PROCESSORS.get(arch, TensorProcessor)
-    return cls(config=config.to_dict()) if cls in (TensorProcessor, LlamaTensorProcessor) else None
+    return cls if cls in (TensorProcessor, LlamaTensorProcessor) else None
 
 
 def supported(path: Path, cache: Path) -> bool:
-    meta = metadata(path, cache)
-    arch = json.loads((meta / INDEX).read_text())["architecture"]
-    from transformers import AutoConfig
-
-    return _processor(arch, AutoConfig.from_pretrained(meta)) is not None
+    arch = json.loads((metadata(path, cache) / INDEX).read_text())["architecture"]
+    return _processor_class(arch) is not None
 
 
 def load(path: Path, cache: Path):
@@ -92,7 +90,7 @@ def load(path: Path, cache: Path):
     meta = metadata(path, cache)
     index = json.loads((meta / INDEX).read_text())
     config, tokenizer = AutoConfig.from_pretrained(meta), AutoTokenizer.from_pretrained(meta)
-    processor = _processor(index["architecture"], config)
+    processor = _processor_class(index["architecture"])(config=config.to_dict())
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     names = _names(meta, lambda: get_gguf_hf_weights_map(model, processor))  # GGUF name -> transformers name

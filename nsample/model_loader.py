@@ -1,5 +1,4 @@
 """Finding and loading models: the embedded SmolLM2 GGUF (cached as safetensors), hub ids, folders, .gguf files."""
-import hashlib
 import importlib.util
 import os
 import shutil
@@ -51,9 +50,9 @@ def embedded_gguf() -> Path:
 
 def converted_gguf(gguf: Path) -> Path:
     """A safetensors copy of a GGUF model, converted once (about 20 s) and then loaded in about a second."""
-    stat = gguf.stat()
-    key = hashlib.sha256(f"{gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    target = cache_dir() / f"{gguf.stem}-{key}"
+    from nsample.gguf_model import cache_key
+
+    target = cache_dir() / f"{gguf.stem}-{cache_key(gguf)}"
     if (target / "config.json").is_file():
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -179,18 +179,26 @@ void check_x(const at::Tensor& x, const at::Tensor& blocks, int64_t type, const 
 
 }  // namespace
 
-at::Tensor gguf_dequantize(const at::Tensor& blocks, int64_t type, int64_t K) {
-  check_blocks(blocks);
-  const int64_t N = blocks.size(0);
-  auto out = at::empty({N, K}, blocks.options().dtype(at::kFloat));
+namespace {
+
+// Rows of blocks expanded into out (n, K): rows id[0 .. n) of the blocks, or rows 0 .. n when id is null.
+void expand_into(const at::Tensor& blocks, int64_t type, int64_t K, const int64_t* id, int64_t n, at::Tensor& out) {
   gguf::with_format(type, [&](auto f) {
     using F = decltype(f);
     const int64_t row = gguf::row_bytes<F>(K);
     TORCH_CHECK(blocks.size(1) == row, "blocks: ", blocks.size(1), " bytes a row, not ", row);
     const uint8_t* w = blocks.data_ptr<uint8_t>();
     float* o = out.data_ptr<float>();
-    at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) { expand_rows<F>(w, row, K, nullptr, n0, n1, o + n0 * K); });
+    at::parallel_for(0, n, 16, [&](int64_t i0, int64_t i1) { expand_rows<F>(w, row, K, id, i0, i1, o + i0 * K); });
   });
+}
+
+}  // namespace
+
+at::Tensor gguf_dequantize(const at::Tensor& blocks, int64_t type, int64_t K) {
+  check_blocks(blocks);
+  auto out = at::empty({blocks.size(0), K}, blocks.options().dtype(at::kFloat));
+  expand_into(blocks, type, K, nullptr, blocks.size(0), out);
   return out;
 }
 
@@ -204,14 +212,7 @@ at::Tensor gguf_rows(const at::Tensor& blocks, int64_t type, int64_t K, const at
   auto shape = ids.sizes().vec();
   shape.push_back(K);
   auto out = at::empty(shape, blocks.options().dtype(at::kFloat));
-  gguf::with_format(type, [&](auto f) {
-    using F = decltype(f);
-    const int64_t row = gguf::row_bytes<F>(K);
-    TORCH_CHECK(blocks.size(1) == row, "blocks: ", blocks.size(1), " bytes a row, not ", row);
-    const uint8_t* w = blocks.data_ptr<uint8_t>();
-    float* o = out.data_ptr<float>();
-    at::parallel_for(0, n, 16, [&](int64_t i0, int64_t i1) { expand_rows<F>(w, row, K, id, i0, i1, o + i0 * K); });
-  });
+  expand_into(blocks, type, K, id, n, out);
   return out;
 }
 
