@@ -1,6 +1,5 @@
 """The engine: one model, one worker thread. Callers submit requests; each step the worker asks the scheduler
 what to admit, lets the runner prefill, sample and run one batched decode forward, and publishes the news."""
-import functools
 import os
 import threading
 import time
@@ -20,6 +19,7 @@ from nsample.quantize import on_blocks, quantize, resolve_quantize
 from nsample.request import Request
 from nsample.sampling_params import SamplingParams
 from nsample.scheduler import Scheduler
+from nsample.token_bytes import TokenBytes
 
 
 def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto", **config) -> "Engine":
@@ -47,8 +47,9 @@ class Engine(BaseEngine):
         self.shared_prefix = config.shared_prefix is not False and prefix_attention.enable(model)
         self.kv_budget = self._kv_budget()  # bytes of KV cache, shared by all running requests
         self.scheduler = Scheduler(config, self.kv_budget)
+        self.token_bytes = TokenBytes(tokenizer)  # each token's own bytes, for logprobs
         self.runner = ModelRunner(model, tokenizer, config, self.eos_ids, self.vocab_size, self.shared_prefix,
-                                  self.token_text)
+                                  self.token_bytes)
         release_pool()  # loading and quantizing made this thread an OpenMP pool that would throttle the worker's
         self._worker = threading.Thread(target=self._loop, name="nsample-engine", daemon=True)
         self._worker.start()
@@ -63,16 +64,12 @@ class Engine(BaseEngine):
                                  f"(0..{self.vocab_size - 1}).", param="logit_bias", code="invalid_value")
         ids = prompt_ids(self.tokenizer, prompt, self.vocab_size)
         max_new = self._max_new(len(ids), p, prompt_param(prompt))
-        req = Request(ids, p, self.seeds(p), max_new, self.name, client)
+        req = Request(ids, p, self.seeds(p), max_new, self.name, client, prompt)
         self.scheduler.add(req, self._kv_bytes(len(ids), self._rows(p), max_new))
         return req
 
     def tokenize(self, prompt) -> list[int]:
         return prompt_ids(self.tokenizer, prompt, self.vocab_size)
-
-    @functools.cache
-    def token_text(self, token_id: int) -> str:
-        return self.tokenizer.decode([token_id])
 
     @property
     def load_info(self) -> dict:

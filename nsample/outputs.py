@@ -1,13 +1,17 @@
 """What generation returns: choices, usage, timings and the streamed events."""
 from dataclasses import dataclass, field
 
+from nsample.sampling_params import SamplingParams
+
 
 @dataclass
 class TokenLogprob:
     token_id: int
-    token: str  # the token's own text (may be a partial UTF-8 character)
+    token: str  # the token's own bytes as text (a partial UTF-8 character shows as U+FFFD)
     logprob: float  # log-probability under the model's distribution (before sampling filters)
     top: list[tuple[int, str, float]] = field(default_factory=list)  # (id, text, logprob), best first
+    bytes: bytes | None = None  # the token's own bytes (None: unknown, e.g. relayed without them)
+    top_bytes: list[bytes | None] | None = None  # the bytes of each `top` entry, in its order
 
 
 @dataclass
@@ -85,6 +89,8 @@ class GenerationResult:
     usage: Usage
     timings: Timings
     model: str = ""
+    prompt: object = None  # as submitted: text, chat messages (a list, or a prompts.Chat), token ids; None: unknown
+    params: SamplingParams | None = None  # the request's sampling settings
 
     def to_dataframe(self):
         """One row per choice: index, seed, text, tokens, finish reason, mean logprob."""

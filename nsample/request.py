@@ -15,8 +15,9 @@ _END = object()
 
 class Request:
     def __init__(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int], max_new: int, model: str,
-                 client: str | None = None):
+                 client: str | None = None, prompt=None):
         self.prompt_ids, self.params, self.seeds, self.max_new = prompt_ids, params, seeds, max_new
+        self.prompt = prompt  # as submitted (text, messages, ids): the result carries it, e.g. for preference pairs
         self.client = client  # who asked (an API peer, a page session), for per-client fairness
         self.choices = [Choice(index=i, seed=s, logprobs=[] if params.logprobs else None)
                         for i, s in enumerate(seeds)]
@@ -115,4 +116,5 @@ class Request:
             raise self.error
         usage = self.usage or Usage(prompt_tokens=len(self.prompt_ids),
                                     completion_tokens=self.timings.completion_tokens)
-        return GenerationResult(self.prompt_ids, self.choices, usage, self.timings, self.model)
+        return GenerationResult(self.prompt_ids, self.choices, usage, self.timings, self.model, self.prompt,
+                                self.params)

@@ -85,7 +85,7 @@ class RemoteEngine(BaseEngine):
         self.check(p)
         prompt = check_prompt(prompt)
         ids = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], int) else []
-        req = Request(ids, p, self.seeds(p), p.max_tokens or 0, self.name, client)
+        req = Request(ids, p, self.seeds(p), p.max_tokens or 0, self.name, client, prompt)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the engine is closed")
