@@ -6,6 +6,7 @@ from nsample.analysis.figures import (
     tokens_per_choice,
 )
 from nsample.analysis.lexical import distinct_n, edit_similarity, jaccard_similarity, self_bleu
+from nsample.analysis.preferences import preference_pairs
 from nsample.analysis.quality import perplexity, quality_table
 from nsample.analysis.selection import best_of, most_diverse, rank_choices
 from nsample.analysis.semantic import EmbeddingsUnavailable, embedding_similarity, embeddings_available
@@ -16,6 +17,6 @@ from nsample.analysis.vendi import vendi_score
 
 __all__ = ["EmbeddingsUnavailable", "best_of", "distinct_n", "diversity_summary", "diversity_vs_temperature",
            "edit_similarity", "embedding_similarity", "embeddings_available", "jaccard_similarity",
-           "logprob_vs_diversity", "mean_pairwise_similarity", "most_diverse", "perplexity", "quality_table",
-           "rank_choices", "self_bleu", "similarity_heatmap", "similarity_label", "similarity_matrix", "sweep",
-           "sweep_summary", "tokens_per_choice", "vendi_score"]
+           "logprob_vs_diversity", "mean_pairwise_similarity", "most_diverse", "perplexity", "preference_pairs",
+           "quality_table", "rank_choices", "self_bleu", "similarity_heatmap", "similarity_label", "similarity_matrix",
+           "sweep", "sweep_summary", "tokens_per_choice", "vendi_score"]
