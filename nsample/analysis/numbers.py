@@ -7,10 +7,10 @@ DIGITS = re.compile(r"(?<![\w.])[-+\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?
 WORD = re.compile(r"[A-Za-z]+")
 SEPARATORS = re.compile(r"[\s-]*")
 UNITS = {word: value for value, word in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen".split())}
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"])}
 TENS = {word: 10 * value for value, word in enumerate(
-    "twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
+    ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], start=2)}
 SCALES = ("hundred", "thousand")
 SIGNS = ("minus", "negative")
 NUMBER_WORDS = {*UNITS, *TENS, *SCALES, *SIGNS}
