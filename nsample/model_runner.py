@@ -36,9 +36,9 @@ class Update:
 
 class ModelRunner:
     def __init__(self, model, tokenizer, config: EngineConfig, eos_ids: set[int], vocab: int, shared: bool,
-                 token_text):
+                 token_bytes):
         self.model, self.tokenizer, self.config = model, tokenizer, config
-        self.eos_ids, self.vocab, self.shared, self.token_text = eos_ids, vocab, shared, token_text
+        self.eos_ids, self.vocab, self.shared, self.token_bytes = eos_ids, vocab, shared, token_bytes
         self.states: dict[Request, RequestState] = {}  # in admission order
         self.fused = fused_decode.build(model) if shared else None  # decode steps in C++ kernels, where they apply
 
@@ -69,7 +69,7 @@ class ModelRunner:
         t0 = time.perf_counter()
         decoding = [s for s in self.states.values() if s.rows and s.logits is not None]
         for st in decoding:  # 3) sample a token column for every request with logits
-            self._guard(updates, [st], lambda: updates[st.req].events.extend(st.sample(self.token_text)))
+            self._guard(updates, [st], lambda: updates[st.req].events.extend(st.sample(self.token_bytes)))
         live = [s for s in decoding if s.rows]
         with gguf_linear.decoding():  # decode forwards: a GGUF's blocks on the decode kernels
             if self.shared and live:  # 4) one decode forward for the live rows of all requests

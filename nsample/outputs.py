@@ -10,7 +10,7 @@ class TokenLogprob:
     token: str  # the token's own bytes as text (a partial UTF-8 character shows as U+FFFD)
     logprob: float  # log-probability under the model's distribution (before sampling filters)
     top: list[tuple[int, str, float]] = field(default_factory=list)  # (id, text, logprob), best first
-    bytes: bytes | None = None  # the token's own bytes (None: unknown, e.g. relayed without them)
+    token_bytes: bytes | None = None  # the token's own bytes (None: unknown, e.g. relayed without them)
     top_bytes: list[bytes | None] | None = None  # the bytes of each `top` entry, in its order
 
 

@@ -14,6 +14,7 @@ from nsample.kv_cache import ForkedKV, SharedKV
 from nsample.outputs import StreamEvent, TokenLogprob
 from nsample.request import Request
 from nsample.sequence import Row
+from nsample.token_bytes import token_text
 
 
 class RequestState:
@@ -62,12 +63,12 @@ class RequestState:
             self.logits = logits.float().expand(len(self.rows), -1)
         self.req.timings.prefill_s += seconds
 
-    def sample(self, token_text) -> list[StreamEvent]:
+    def sample(self, token_bytes) -> list[StreamEvent]:
         """Sample one token per live row, hand it over, drop finished rows; set the next column."""
         p, R = self.req.params, len(self.rows)
         positions = torch.full((R,), self.generated, device=self.device)  # the index of the token drawn now
         tokens = sampler.sample_rows(self.logits, p, self.seeds, positions, self.counts, self.bias)  # (R,)
-        lps = _logprobs(self.logits, tokens, p.top_logprobs, token_text) if p.logprobs else [None] * R
+        lps = _logprobs(self.logits, tokens, p.top_logprobs, token_bytes) if p.logprobs else [None] * R
         events = [ev for row, tok, lp in zip(self.rows, tokens.tolist(), lps) for ev in row.append(tok, lp)]
         if self.counts is not None:
             self.counts.scatter_add_(1, tokens[:, None], torch.ones(R, 1, device=tokens.device))
@@ -100,10 +101,17 @@ def _penalized(p) -> bool:
     return p.presence_penalty != 0 or p.frequency_penalty != 0 or p.repetition_penalty != 1
 
 
-def _logprobs(raw_logits, tokens, top_n: int, text) -> list[TokenLogprob]:
+def _logprobs(raw_logits, tokens, top_n: int, token_bytes) -> list[TokenLogprob]:
     chosen, top = sampler.token_logprobs(raw_logits, tokens, top_n)
-    out = []
-    for r, (tok, lp) in enumerate(zip(tokens.tolist(), chosen.tolist())):
-        alts = [] if top is None else [(i, text(i), v) for v, i in zip(top.values[r].tolist(), top.indices[r].tolist())]
-        out.append(TokenLogprob(tok, text(tok), lp, alts))
-    return out
+    return [logprob_entry(tok, lp, [] if top is None else top.indices[r].tolist(),
+                          [] if top is None else top.values[r].tolist(), token_bytes)
+            for r, (tok, lp) in enumerate(zip(tokens.tolist(), chosen.tolist()))]
+
+
+def logprob_entry(token: int, logprob: float, top_ids: list[int], top_values: list[float],
+                  token_bytes) -> TokenLogprob:
+    """One position's entry: the token, its logprob, its alternatives, each with its own bytes and their text."""
+    alt_bytes = [token_bytes(i) for i in top_ids]
+    alts = [(i, token_text(b), v) for i, b, v in zip(top_ids, alt_bytes, top_values)]
+    own = token_bytes(token)
+    return TokenLogprob(token, token_text(own), logprob, alts, token_bytes=own, top_bytes=alt_bytes)

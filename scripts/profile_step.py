@@ -76,7 +76,7 @@ def main():
     engine = nsample.load(quantize=args.quantize)
     engine.close()  # the runner is stepped here instead
     runner = model_runner.ModelRunner(engine.model, engine.tokenizer, engine.config, engine.eos_ids,
-                                      engine.vocab_size, engine.shared_prefix, engine.token_text)
+                                      engine.vocab_size, engine.shared_prefix, engine.token_bytes)
     spent = collections.defaultdict(float)
     hook(engine.model, spent)  # prefill, and decode where the model's own forward runs it
     if runner.fused is not None:

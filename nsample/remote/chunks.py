@@ -26,10 +26,17 @@ def _logprobs(lp) -> list[TokenLogprob] | None:
         return None
     if isinstance(lp.get("content"), list):  # chat: [{token, logprob, top_logprobs: [{token, logprob}]}]
         return [TokenLogprob(UNKNOWN_ID, e["token"], e["logprob"],
-                             [(UNKNOWN_ID, t["token"], t["logprob"]) for t in e.get("top_logprobs") or []])
+                             [(UNKNOWN_ID, t["token"], t["logprob"]) for t in e.get("top_logprobs") or []],
+                             token_bytes=_bytes(e), top_bytes=[_bytes(t) for t in e.get("top_logprobs") or []])
                 for e in lp["content"]]
     tokens = lp.get("tokens") or []  # completions: parallel lists, top_logprobs as {token: logprob}
     tops = lp.get("top_logprobs") or [None] * len(tokens)
     return [TokenLogprob(UNKNOWN_ID, tok, value if value is not None else float("nan"),
                          sorted([(UNKNOWN_ID, t, v) for t, v in (top or {}).items()], key=lambda x: -x[2]))
             for tok, value, top in zip(tokens, lp.get("token_logprobs") or [], tops)]
+
+
+def _bytes(entry: dict) -> bytes | None:
+    """An upstream entry's own `bytes`, when it sent them (else the token's text is all there is)."""
+    data = entry.get("bytes")
+    return bytes(data) if isinstance(data, list) and all(isinstance(b, int) and 0 <= b < 256 for b in data) else None

@@ -51,9 +51,20 @@ async def stream(head: dict, req: Request, include_usage: bool) -> AsyncIterator
 
 
 def logprobs(lps: list[TokenLogprob] | None) -> ChatLogprobs | None:
+    """OpenAI's chat logprobs: each token's own bytes (they join into the content, also across a character split
+    between tokens), its text those bytes decoded with replacement."""
     if lps is None:
         return None
-    return ChatLogprobs(content=[ChatTokenLogprob(token=t.token, logprob=t.logprob, bytes=list(t.token.encode()),
-                                                  top_logprobs=[TopLogprob(token=x, logprob=v, bytes=list(x.encode()))
-                                                                for _, x, v in t.top])
+    return ChatLogprobs(content=[ChatTokenLogprob(token=t.token, logprob=t.logprob,
+                                                  bytes=_bytes(t.token_bytes, t.token),
+                                                  top_logprobs=[TopLogprob(token=x, logprob=v, bytes=_bytes(b, x))
+                                                                for (_, x, v), b in zip(t.top, _top_bytes(t))])
                                  for t in lps])
+
+
+def _bytes(data: bytes | None, text: str) -> list[int]:
+    return list(data if data is not None else text.encode())
+
+
+def _top_bytes(t: TokenLogprob) -> list[bytes | None]:
+    return t.top_bytes if t.top_bytes is not None else [None] * len(t.top)
