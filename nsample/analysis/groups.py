@@ -13,10 +13,10 @@ GROUP_COLUMNS = ["group", "size", "share", "representative", "seed", "text", "ch
 def group_similar(data: Choices, threshold: float | None = None, method: str = "auto") -> pd.DataFrame:
     """Choices grouped with their near-duplicates: one row per group, largest first (ties: first seen).
 
-    Groups are stars: the ungrouped choice with the most ungrouped neighbours (similarity >= threshold; ties
-    by choice order) founds a group with those neighbours, until none is left. So every member is close to
-    the founder, and similarity does not chain across a group. The representative is the group's medoid,
-    the member most similar on average to the others. Columns: group, size, share of n, representative
+    Every two members of a group are at least `threshold` similar, so similarity does not chain across a group:
+    the ungrouped choice with the most ungrouped neighbours founds the next group, and its neighbours join,
+    most similar first, if close to every member so far. The representative is the group's medoid, the member
+    most similar on average to the others. Columns: group, size, share of n, representative
     (its choice index), seed and text (the representative's), choices and seeds (all members, in order),
     cohesion (mean pairwise similarity within the group, 1.0 for one choice). attrs: similarity (the
     measure used), similarity_label (in words, saying when 'auto' fell back to edit similarity), threshold.
@@ -28,7 +28,7 @@ def group_similar(data: Choices, threshold: float | None = None, method: str = "
     matrix = check_similarity(labelled)
     indices, seeds, texts = frame["index"].tolist(), frame["seed"].tolist(), frame["text"].fillna("").tolist()
     rows = []
-    for members in sorted(star_groups(matrix, threshold), key=lambda group: (-len(group), group[0])):
+    for members in sorted(close_groups(matrix, threshold), key=lambda group: (-len(group), group[0])):
         centre = medoid(matrix, members)
         rows.append({"size": len(members), "share": len(members) / len(frame), "representative": indices[centre],
                      "seed": seeds[centre], "text": texts[centre], "choices": [indices[i] for i in members],
@@ -38,17 +38,25 @@ def group_similar(data: Choices, threshold: float | None = None, method: str = "
     return table
 
 
-def star_groups(matrix: np.ndarray, threshold: float) -> list[list[int]]:
-    """Positions grouped around founders: the one with most ungrouped neighbours at or above threshold first."""
+def close_groups(matrix: np.ndarray, threshold: float) -> list[list[int]]:
+    """Positions in groups whose every pair is at least `threshold` similar, founded most-connected first.
+
+    The founder is the ungrouped choice with the most ungrouped neighbours (ties: the earliest); its neighbours
+    join, most similar to it first, each only if it is close to every member so far.
+    """
     close = matrix >= threshold
     ungrouped = np.ones(len(matrix), dtype=bool)
     groups = []
     while ungrouped.any():
-        neighbours = (close & ungrouped[None, :] & ungrouped[:, None]).sum(axis=1)
+        neighbours = (close & ungrouped[None, :]).sum(axis=1)
         neighbours[~ungrouped] = -1
         founder = int(np.argmax(neighbours))
-        members = np.flatnonzero(close[founder] & ungrouped)
-        members = sorted({founder, *members.tolist()})
+        members = [founder]
+        candidates = [i for i in np.flatnonzero(close[founder] & ungrouped).tolist() if i != founder]
+        for candidate in sorted(candidates, key=lambda i: -matrix[founder, i]):  # stable: ties by choice order
+            if close[candidate, members].all():
+                members.append(candidate)
+        members.sort()
         groups.append(members)
         ungrouped[members] = False
     return groups
