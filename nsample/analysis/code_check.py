@@ -33,12 +33,15 @@ sys.stdout = sys.stderr  # what the check prints cannot garble the verdict
 def verdict(result, detail=""):
     report.write("\n" + json.dumps({"result": result, "detail": detail}) + "\n")
     report.flush()
+def limit(kind, value):  # soft and hard, so the check cannot raise it again; never above an inherited limit
+    hard = resource.getrlimit(kind)[1]
+    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(kind, (value, value))
 try:
-    memory, cpu, output = request["memory_bytes"], request["cpu_s"], request["output_bytes"]
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    limit(resource.RLIMIT_AS, request["memory_bytes"])
+    limit(resource.RLIMIT_CPU, request["cpu_s"])
+    limit(resource.RLIMIT_FSIZE, request["output_bytes"])
+    limit(resource.RLIMIT_CORE, 0)
 except (ValueError, OSError) as error:
     verdict("error", f"could not set the check's resource limits, so it did not run: {error}")
     sys.exit(0)
