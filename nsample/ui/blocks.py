@@ -11,7 +11,7 @@ from nsample.ui import explore_events, handlers, render, sweep_events
 from nsample.ui.api_help import api_base, api_markdown, api_snippet
 from nsample.ui.cards import reproduction_html, run_cards
 from nsample.ui.layout import Page, build_page
-from nsample.ui.run import UI_MAX_N, Origin, Run, RunSpec
+from nsample.ui.run import UI_MAX_N, Blind, Origin, Run, RunSpec
 from nsample.ui.tree import RunTree
 
 PAGE_URL_JS = "() => window.location.href"
@@ -32,10 +32,10 @@ def build_blocks(engine, key_required: bool = False) -> gr.Blocks:
 def run_outputs(page: Page) -> list:
     """Every component a run's updates may touch."""
     ex = page.explore
-    return [*page.grid.cards, *page.grid.columns, page.grid.order, page.status, page.reproduction, page.headline,
-            page.table, page.tokens_plot, page.similarity_plot, page.download_json, page.download_csv,
-            ex.breadcrumb, ex.runs, ex.branch_note, ex.view_note, ex.shade, ex.compare_a, ex.compare_b, ex.compare,
-            page.run, page.tree]
+    return [*page.grid.cards, *page.grid.columns, *page.grid.notes, *page.grid.button_rows, page.grid.order,
+            page.status, page.reproduction, page.headline, page.table, page.tokens_plot, page.similarity_plot,
+            page.download_json, page.download_csv, page.download_pairs, ex.breadcrumb, ex.runs, ex.branch_note,
+            ex.view_note, ex.shade, ex.compare_a, ex.compare_b, ex.compare, page.run, page.tree]
 
 
 def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool) -> None:
@@ -48,11 +48,11 @@ def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool) -> None:
 
     outputs, ex = run_outputs(page), page.explore
     view_inputs, view_outputs = [page.run, ex.sort, ex.k], [*page.grid.cards, page.grid.order, ex.view_note]
-    runs = [page.generate.click(_per_session(_generate, engine, page), [page.tree, *page.inputs], outputs,
+    runs = [page.generate.click(_per_session(_generate, engine, page), [page.tree, *page.inputs, ex.blind], outputs,
                                 api_name="generate", **on_engine)]
     for i, button in enumerate(page.grid.continue_buttons):
-        runs.append(button.click(_per_session(_continue, engine, page, i), [page.run, page.tree, *page.inputs], outputs,
-                                 api_name=f"continue_{i}", api_visibility="undocumented", **on_engine))
+        runs.append(button.click(_per_session(_continue, engine, page, i), [page.run, page.tree, *page.inputs, ex.blind],
+                                 outputs, api_name=f"continue_{i}", api_visibility="undocumented", **on_engine))
     for event in runs:  # the page's sort applies to every run once it has ended
         event.then(partial(render.view, page), view_inputs, view_outputs, **local)
     page.stop_button.click(partial(_stopped, page), [page.run, page.tree, ex.sort, ex.k], outputs, cancels=runs,
@@ -82,29 +82,31 @@ def _api_help(model: str, key_required: bool, page_url: str):
 
 
 async def _generate(engine, page: Page, client: str | None, tree: RunTree | None, *values):
-    """A new root run from the inputs."""
+    """A new root run from the inputs (page.inputs, then the blind box)."""
+    *values, blind = values
     try:
         spec = RunSpec.from_ui(*values)
         stream = handlers.generate(engine, spec, client=client)
     except NSampleError as e:
         raise gr.Error(e.message) from None
-    async for out in _stream(page, stream, tree or RunTree(), None):
+    async for out in _stream(page, stream, tree or RunTree(), None, bool(blind)):
         yield out
 
 
 async def _continue(engine, page: Page, index: int, client: str | None, parent: Run | None, tree: RunTree | None,
                     *values):
     """n new choices continuing choice `index` of the shown run, up to the point picked in its card."""
+    *values, blind = values
     try:
         spec, origin = handlers.branch(parent, index, RunSpec.from_ui(*values))
         stream = handlers.generate(engine, spec, client=client)
     except NSampleError as e:
         raise gr.Error(e.message) from None
-    async for out in _stream(page, stream, tree or RunTree(), origin):
+    async for out in _stream(page, stream, tree or RunTree(), origin, bool(blind)):
         yield out
 
 
-async def _stream(page: Page, stream, tree: RunTree, origin: Origin | None):
+async def _stream(page: Page, stream, tree: RunTree, origin: Origin | None, blind: bool = False):
     """Stream a run into the cards (only changed ones), then show its report; a failure keeps the partial run."""
     run = None
     try:
@@ -114,6 +116,7 @@ async def _stream(page: Page, stream, tree: RunTree, origin: Origin | None):
                 out, first = {}, not shown
                 if first:
                     run.origin = origin
+                    run.blind = Blind.draw(len(run.cards)) if blind else None
                     out.update(render.started(page, tree.add(run), tree))
                 for card, html in zip(run.cards, run_cards(run)):
                     if shown.get(card.index) != html:

@@ -6,21 +6,27 @@ from nsample.ui.run import Card, Run
 from nsample.ui.token_spans import spans_html
 
 # a click on a span of a card's text picks the branch point: the `select` event carries where the span ends
-PICK_CUT_JS = ("element.addEventListener('click', (e) => { const s = e.target.closest('[data-end]');"
+# and a click on a rating button (👍 / 👎 / best) carries the rating
+PICK_CUT_JS = ("element.addEventListener('click', (e) => { const r = e.target.closest('[data-rate]');"
+               " if (r) { trigger('select', {rate: r.dataset.rate}); return; }"
+               " const s = e.target.closest('[data-end]');"
                " if (s) trigger('select', {cut: Number(s.dataset.end)}); });")
+RATE_BUTTONS = [("up", "👍", "good"), ("down", "👎", "bad"), ("best", "★ best", "the best of these cards")]
 
 
-def card_html(card: Card | None, index: int = 0, mark: str = "", cut: int | None = None) -> str:
-    """The card for one choice (None: a placeholder); a finished card's text is clickable spans."""
+def card_html(card: Card | None, index: int = 0, mark: str = "", cut: int | None = None, rating: dict | None = None,
+              blind: str | None = None) -> str:
+    """The card for one choice (None: a placeholder); a finished card's text is clickable spans, with its rating
+    buttons under it. `blind` is the card's neutral label: no index, seed or logprobs are shown."""
     if card is None:
         return (f'<div class="ns-card" data-index="{index}"><div class="ns-head"><span class="ns-index">#{index}'
                 '</span></div><div class="ns-text ns-empty">Press Generate.</div></div>')
     finish = card.finish_reason or "running"
-    pills = [f'<span class="ns-pill ns-seed" title="seed">seed {card.seed}</span>', _tokens_pill(card),
-             f'<span class="ns-pill ns-finish ns-finish-{escape(finish)}">{escape(finish)}</span>']
+    pills = [] if blind else [f'<span class="ns-pill ns-seed" title="seed">seed {card.seed}</span>']
+    pills += [_tokens_pill(card), f'<span class="ns-pill ns-finish ns-finish-{escape(finish)}">{escape(finish)}</span>']
     if card.time_s is not None:
         pills.append(f'<span class="ns-pill ns-time">{card.time_s:.2f} s</span>')
-    if (mean := card.mean_logprob) is not None:
+    if (mean := card.mean_logprob) is not None and not blind:
         pills.append(f'<span class="ns-pill ns-logprob" title="mean token logprob · perplexity">'
                      f'logprob {mean:.2f} · ppl {analysis.perplexity(mean):.2f}</span>')
     if cut is not None:
@@ -30,20 +36,38 @@ def card_html(card: Card | None, index: int = 0, mark: str = "", cut: int | None
     if not card.text:
         text = '<span class="ns-empty">…</span>'
     elif card.finish_reason:
-        text = spans_html(card.text, card.logprobs, cut)
+        text = spans_html(card.text, [] if blind else card.logprobs, cut)
     else:  # still streaming: plain text, re-sent at every update, stays small
         text = escape(card.text)
+    rating = rating or {}
+    if rating.get("best"):
+        pills.append('<span class="ns-pill ns-best-pill">★ best</span>')
     marked = " ns-marked" if mark and not mark.startswith("rank") else ""
-    return (f'<div class="ns-card{marked}" data-index="{card.index}" data-finish="{escape(finish)}">'
-            f'<div class="ns-head"><span class="ns-index">#{card.index}</span>{"".join(pills)}</div>'
-            f'<div class="ns-text">{text}</div></div>')
+    marked += " ns-best" if rating.get("best") else ""
+    label = escape(blind) if blind else f"#{card.index}"
+    blind_attr = ' data-blind="true"' if blind else ""
+    return (f'<div class="ns-card{marked}" data-index="{card.index}" data-finish="{escape(finish)}"{blind_attr}>'
+            f'<div class="ns-head"><span class="ns-index">{label}</span>{"".join(pills)}</div>'
+            f'<div class="ns-text">{text}</div>{_rate_bar(rating) if card.finish_reason else ""}</div>')
 
 
 def run_cards(run: Run) -> list[str]:
-    """Every card of `run` with its ranking mark and, on the chosen card, the picked branch point."""
-    marks = getattr(run.view, "marks", {})
-    return [card_html(c, mark=marks.get(c.index, ""), cut=run.cut[1] if run.cut and run.cut[0] == c.index else None)
+    """Every card of `run` with its ranking mark, its rating and, on the chosen card, the picked branch point;
+    a blind run's cards under their neutral labels, without marks."""
+    blind = run.blind if run.blind is not None and not run.blind.revealed else None
+    marks = {} if blind else getattr(run.view, "marks", {})
+    return [card_html(c, mark=marks.get(c.index, ""), cut=run.cut[1] if run.cut and run.cut[0] == c.index else None,
+                      rating=run.ratings.of(c.index), blind=blind.label(c.index) if blind else None)
             for c in run.cards]
+
+
+def _rate_bar(rating: dict) -> str:
+    """👍 / 👎 / best buttons; the ones that are on are pressed."""
+    on = {"up": rating.get("thumb") == "up", "down": rating.get("thumb") == "down", "best": rating.get("best")}
+    buttons = "".join(f'<button type="button" class="ns-rate ns-rate-{key}{" ns-on" if on[key] else ""}" '
+                      f'data-rate="{key}" title="{title}" aria-pressed="{str(bool(on[key])).lower()}">{face}</button>'
+                      for key, face, title in RATE_BUTTONS)
+    return f'<div class="ns-rate-bar">{buttons}</div>'
 
 
 def reproduction_html(repro, original_text: str) -> str:

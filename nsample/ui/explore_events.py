@@ -1,10 +1,11 @@
 """The explore events: sort and mark the cards, shade tokens, compare two choices, pick a branch point with a click,
-and go back and forth in the run tree. Light and engine-free: they run outside the queue."""
+rate cards (👍 / 👎, best, a note; blind mode), and go back and forth in the run tree. Light and engine-free: they
+run outside the queue."""
 from functools import partial
 
 import gradio as gr
 
-from nsample.ui import render
+from nsample.ui import ratings, render
 from nsample.ui.cards import run_cards
 from nsample.ui.compare import compare_html
 from nsample.ui.run import Run
@@ -20,24 +21,60 @@ def wire(page, run_outputs: list, view_inputs: list, view_outputs: list) -> None
     gr.on([ex.compare_a.input, ex.compare_b.input], compare_html, [page.run, ex.compare_a, ex.compare_b],
           ex.compare, **local)
     for i, card in enumerate(page.grid.cards):
-        card.select(_cut_picker(page, i), page.run, page.grid.cards, **local)
+        card.select(_card_click(page, i), [page.run, page.tree, ex.sort, ex.k], run_outputs, **local)
+    for i, box in enumerate(page.grid.notes):
+        box.input(_note_taker(page, i), [page.run, page.tree, box], [page.download_json, page.download_pairs],
+                  trigger_mode="always_last", **local)
+    ex.blind.input(partial(_blind_toggled, page), [page.run, page.tree, ex.blind, ex.sort, ex.k], run_outputs,
+                   **local)
     for picker in (ex.breadcrumb, ex.runs):
         picker.input(partial(_go_to, page), [page.tree, picker, ex.sort, ex.k], run_outputs,
                      api_visibility="private")
 
 
-def _cut_picker(page, index: int):
-    def pick_cut(run: Run | None, evt: gr.EventData) -> dict:  # Gradio finds EventData by the annotation
-        """A click on a span of finished card `index`: Continue #index will cut the text where that span ends."""
+def _card_click(page, index: int):
+    async def card_click(run: Run | None, tree: RunTree | None, by: str, k, evt: gr.EventData) -> dict:
+        """A click in finished card `index` (Gradio finds EventData by the annotation): on a span, Continue #index
+        will cut the text where that span ends; on 👍 / 👎 / best, the card is rated (a best pick reveals a blind
+        run)."""
         if run is None or index >= len(run.cards) or not run.cards[index].finish_reason:
-            return {}
-        cut = int((getattr(evt, "_data", None) or {}).get("cut", -1))
+            return {page.status: gr.skip()}
+        data = getattr(evt, "_data", None) or {}
+        if "rate" in data:
+            if not run.ended or data["rate"] not in ratings.ACTIONS:
+                return {page.status: gr.skip()}
+            if ratings.rate(run, index, data["rate"]):
+                return {**await render.shown(page, run, tree), **render.view(page, run, by, k)}
+            return await render.rated(page, run, tree)
+        cut = int(data.get("cut", -1))
         if not 0 <= cut <= len(run.cards[index].text):
-            return {}
+            return {page.status: gr.skip()}
         run.cut = (index, cut)
         return dict(zip(page.grid.cards, run_cards(run)))
 
-    return pick_cut
+    return card_click
+
+
+def _note_taker(page, index: int):
+    async def take_note(run: Run | None, tree: RunTree | None, text: str) -> dict:
+        """The note typed under card `index`: kept with the ratings, in the JSON record and the pairs."""
+        if run is None or not run.ended:
+            return {page.download_json: gr.skip()}
+        ratings.note(run, index, text)
+        out = await render.rated(page, run, tree)
+        return {c: v for c, v in out.items() if c in (page.download_json, page.download_pairs)}
+
+    return take_note
+
+
+async def _blind_toggled(page, run: Run | None, tree: RunTree | None, blind: bool, by: str, k) -> dict:
+    """Ticking Blind applies to the next run; unticking it reveals the shown run."""
+    if blind or not ratings.hidden(run):
+        return {page.status: gr.skip()}
+    run.blind.revealed = True
+    if not run.ended:  # the stream shows the cards revealed from its next update on
+        return {page.status: gr.skip()}
+    return {**await render.shown(page, run, tree), **render.view(page, run, by, k)}
 
 
 async def _go_to(page, tree: RunTree | None, run_id, by: str, k) -> dict:

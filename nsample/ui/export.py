@@ -44,7 +44,8 @@ def run_record(run: Run, diversity: dict | None = None) -> dict:
         choices.append({"index": card.index, "seed": card.seed, "text": card.text,
                         "token_ids": c.token_ids if c is not None and run.ids_reported else None,
                         "completion_tokens": card.tokens, "finish_reason": card.finish_reason,
-                        "time_s": card.time_s, "mean_logprob": card.mean_logprob})
+                        "time_s": card.time_s, "mean_logprob": card.mean_logprob,
+                        "rating": run.ratings.of(card.index)})
     record = {"nsample_version": nsample.__version__, "model": run.model, "run": run.id,
               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "prompt": prompt,
               "parameters": {**spec.sampling, "seeds": [c.seed for c in run.cards]},
@@ -52,6 +53,8 @@ def run_record(run: Run, diversity: dict | None = None) -> dict:
     if run.origin is not None:
         o = run.origin
         record["branch"] = {"parent": o.parent, "choice": o.choice, "cut": o.cut, "text": o.text}
+    if run.blind is not None:  # the cards were shown shuffled (this order), anonymous until revealed
+        record["blind"] = {"seed": run.blind.seed, "order": run.blind.order, "revealed": run.blind.revealed}
     if run.error is not None:
         record["error"] = run.error
     if res is not None:

@@ -53,6 +53,7 @@ class Page:
     headline: gr.Markdown
     download_json: gr.DownloadButton
     download_csv: gr.DownloadButton
+    download_pairs: gr.DownloadButton  # the session's preference pairs, TRL DPO JSONL
     sweep: SweepTab
     page_url: gr.Textbox
     api_text: gr.Markdown
@@ -120,7 +121,7 @@ def build_page(model_name: str, max_n: int) -> Page:
             grid = build_grid(max_n, n0)
             reproduction = gr.HTML(elem_id="ns-repro")
             explore = Explore(*bar, *build_compare())
-            headline, tokens_plot, similarity_plot, table, download_json, download_csv = build_report()
+            headline, tokens_plot, similarity_plot, table, download_json, download_csv, download_pairs = build_report()
         with gr.Tab("Sweep", elem_id="ns-sweep-tab"):
             sweep = build_sweep_tab()
     with gr.Accordion("Use it from code: the OpenAI API on this server", open=False, elem_id="ns-api"):
@@ -130,4 +131,4 @@ def build_page(model_name: str, max_n: int) -> Page:
                            elem_id="ns-api-code")
     return Page(mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop, logprobs, hint, generate,
                 stop_button, status, grid, explore, reproduction, table, tokens_plot, similarity_plot, headline,
-                download_json, download_csv, sweep, page_url, api_text, api_code, gr.State(None), gr.State(None))
+                download_json, download_csv, download_pairs, sweep, page_url, api_text, api_code, gr.State(None), gr.State(None))

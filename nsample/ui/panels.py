@@ -16,6 +16,8 @@ class Grid:
     reproduce_buttons: list[gr.Button]
     continue_buttons: list[gr.Button]
     order: gr.HTML  # a <style> element that orders the columns as the ranking says
+    notes: list[gr.Textbox]  # the person's optional note per card
+    button_rows: list[gr.Row]  # Reproduce / Continue, hidden while a blind run is unrevealed (they name the index)
 
 
 @dataclass
@@ -26,6 +28,7 @@ class Explore:
     sort: gr.Radio
     k: gr.Slider
     shade: gr.Checkbox
+    blind: gr.Checkbox
     view_note: gr.Markdown
     compare_a: gr.Dropdown
     compare_b: gr.Dropdown
@@ -46,19 +49,23 @@ class SweepTab:
 
 
 def build_grid(max_n: int, n0: int) -> Grid:
-    columns, cards, reproduce, branch = [], [], [], []
+    columns, cards, reproduce, branch, notes, rows = [], [], [], [], [], []
     order = gr.HTML(elem_id="ns-order")
     with gr.Row(elem_id="ns-cards"):
         for i in range(max_n):
             with gr.Column(visible=i < n0, min_width=260, elem_id=f"ns-col-{i}") as col:
                 cards.append(gr.HTML(card_html(None, i), elem_classes="ns-card-slot", js_on_load=PICK_CUT_JS))
-                with gr.Row(elem_classes="ns-card-buttons"):
+                notes.append(gr.Textbox(placeholder="note (optional, kept with the ratings)", show_label=False,
+                                        lines=1, max_lines=3, container=False, elem_classes="ns-note",
+                                        elem_id=f"ns-note-{i}"))
+                with gr.Row(elem_classes="ns-card-buttons") as row:
                     reproduce.append(gr.Button(f"Reproduce #{i}", size="sm", min_width=100,
                                                elem_classes="ns-reproduce"))
                     branch.append(gr.Button(f"Continue #{i}", size="sm", min_width=100,
                                             elem_classes="ns-continue"))
             columns.append(col)
-    return Grid(columns, cards, reproduce, branch, order)
+            rows.append(row)
+    return Grid(columns, cards, reproduce, branch, order, notes, rows)
 
 
 def build_explore_bar(max_n: int) -> tuple:
@@ -73,10 +80,14 @@ def build_explore_bar(max_n: int) -> tuple:
                         scale=3, elem_id="ns-sort")
         k = gr.Slider(1, max_n, value=min(2, max_n), step=1, label="k (most diverse)", scale=1, elem_id="ns-k")
         shade = gr.Checkbox(label="Shade tokens by probability", value=False, scale=1, elem_id="ns-shade")
+        blind = gr.Checkbox(label="Blind: shuffle, hide index, seed, logprobs and sort until a best pick", value=False,
+                            scale=1, elem_id="ns-blind")
     view_note = gr.Markdown(elem_id="ns-view-note")
     gr.Markdown("<sub>Click a word in a finished card to pick where **Continue** cuts it (default: the whole "
-                "text); Continue runs n new choices from there with the settings above.</sub>")
-    return breadcrumb, runs, branch_note, sort, k, shade, view_note
+                "text); Continue runs n new choices from there with the settings above. Rate cards with 👍 / 👎 "
+                "and ★ best: **Download preference pairs** writes best or 👍 against 👎 and unrated, for every rated "
+                "run of this page.</sub>")
+    return breadcrumb, runs, branch_note, sort, k, shade, blind, view_note
 
 
 def build_compare() -> tuple:
@@ -98,7 +109,9 @@ def build_report() -> tuple:
     with gr.Row():
         download_json = gr.DownloadButton("Download runs (JSON)", visible=False, elem_id="ns-download-json")
         download_csv = gr.DownloadButton("Download table (CSV)", visible=False, elem_id="ns-download-csv")
-    return headline, tokens_plot, similarity_plot, table, download_json, download_csv
+        download_pairs = gr.DownloadButton("Download preference pairs (DPO JSONL)", visible=False,
+                                           elem_id="ns-download-pairs")
+    return headline, tokens_plot, similarity_plot, table, download_json, download_csv, download_pairs
 
 
 def build_sweep_tab() -> SweepTab:

@@ -1,5 +1,7 @@
 """What the user asked for (RunSpec) and what came back so far (Run): the state the UI streams and exports."""
 import math
+import random
+import secrets
 import time
 from dataclasses import asdict, dataclass, field, replace
 
@@ -16,6 +18,7 @@ UI_DEFAULT_N = 4  # the page is about n > 1, so it starts above the API default 
 UI_DEFAULT_MAX_TOKENS = 128  # the API default (None = fill the context) is too long to watch
 MODES = ("chat", "completion")
 ESCAPES = {"\\n": "\n", "\\t": "\t"}  # stop strings typed as \n or \t in the UI
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def parse_seed(text) -> int | None:
@@ -127,6 +130,39 @@ class Origin:
 
 
 @dataclass
+class Ratings:
+    thumbs: dict[int, str] = field(default_factory=dict)  # choice index -> "up" | "down"
+    best: int | None = None
+    notes: dict[int, str] = field(default_factory=dict)
+
+    def of(self, index: int) -> dict:
+        return {"thumb": self.thumbs.get(index), "best": self.best == index, "note": self.notes.get(index, "")}
+
+    @property
+    def empty(self) -> bool:
+        return not (self.thumbs or self.best is not None or any(self.notes.values()))
+
+
+@dataclass
+class Blind:
+    """The shuffled order of a blind run's cards and whether they have been revealed."""
+
+    seed: int
+    order: list[int]
+    revealed: bool = False
+
+    @classmethod
+    def draw(cls, n: int, seed: int | None = None) -> "Blind":
+        seed = secrets.randbits(32) if seed is None else seed
+        return cls(seed, random.Random(seed).sample(range(n), n))
+
+    def label(self, index: int) -> str:
+        """The neutral name of choice `index`: its place in the shuffled order, as a letter."""
+        place = self.order.index(index)
+        return f"Candidate {LETTERS[place] if place < len(LETTERS) else place + 1}"
+
+
+@dataclass
 class Run:
     spec: RunSpec
     model: str
@@ -141,6 +177,8 @@ class Run:
     cut: tuple[int, int] | None = None  # (choice, characters) picked by a click in a card, for the next branch
     view: object = None  # the card order and marks (ranking.Ranking) the page shows
     report: object = None  # the report.Report, computed once the run has ended
+    ratings: Ratings = field(default_factory=Ratings)  # the person's 👍 / 👎, best and notes (ratings.py)
+    blind: Blind | None = None  # set for a blind run: its shuffled order, revealed once a best card is picked
 
     @classmethod
     def start(cls, spec: RunSpec, model: str, seeds: list[int], ids_reported: bool = True) -> "Run":

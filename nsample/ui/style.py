@@ -1,4 +1,4 @@
-"""The page's CSS: the card grid, the cards, token shading, the branch cut, the compare view."""
+"""The page's CSS: the card grid, the cards, token shading, the branch cut, ratings, the compare view."""
 
 CSS = """
 #ns-cards { display: grid !important; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr)); gap: 12px; }
@@ -32,6 +32,13 @@ body.ns-shade .ns-tok[style] { background: rgba(239, 68, 68, calc((1 - var(--p))
 .ns-compare { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
 .ns-compare del { background: rgba(239, 68, 68, 0.25); text-decoration: none; }
 .ns-compare ins { background: rgba(34, 197, 94, 0.25); text-decoration: none; }
+.ns-card.ns-best { border-color: #ca8a04; box-shadow: 0 0 0 2px #ca8a04; }
+.ns-best-pill { color: #a16207; border-color: #ca8a04; font-weight: 600; }
+.ns-rate-bar { display: flex; gap: 6px; margin-top: 8px; }
+.ns-rate { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 1px 8px; font-size: 13px;
+           background: var(--background-fill-primary); cursor: pointer; }
+.ns-rate.ns-on { background: var(--color-accent-soft); border-color: var(--color-accent); font-weight: 600; }
+#ns-cards .ns-note textarea { font-size: 12px; }
 .ns-branch { font-size: 14px; }
 .ns-prefix { white-space: pre-wrap; margin: 6px 0; padding: 6px 10px; border-left: 3px solid var(--color-accent);
              color: var(--body-text-color-subdued); }

@@ -1,0 +1,75 @@
+"""Deciding between the cards in headless Chromium (tiny model): ratings, blind mode, the DPO export."""
+import json
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+from test_browser import browser, open_page, server, set_number, visible_cards  # noqa: F401 (fixtures)
+
+ARITHMETIC = "What is 17 + 25? Answer with just the number."
+
+
+@pytest.fixture
+def page(browser, server):  # noqa: F811 (the fixtures above)
+    with open_page(browser, server) as pg:
+        yield pg
+
+
+def ask(page, n=8, max_tokens=8, user=ARITHMETIC, seed=None):
+    page.locator("#ns-user textarea").fill(user)
+    set_number(page, "ns-n", n)
+    set_number(page, "ns-max-tokens", max_tokens)
+    if seed is not None:
+        page.locator("#ns-seed textarea").fill(str(seed))
+    page.locator("#ns-generate").click()
+    expect(page.locator("#ns-status")).to_contain_text(f"Done: {n} choices")
+
+
+def download_json(page) -> dict:
+    with page.expect_download() as download:
+        page.locator("#ns-download-json").click()
+    return json.loads(Path(download.value.path()).read_text())
+
+
+def test_blind_mode_hides_seeds_until_a_best_pick_and_the_pair_is_exported(page):
+    page.locator("#ns-blind input").check()
+    ask(page, n=4, seed=700)
+    cards = visible_cards(page)
+    expect(cards).to_have_count(4)
+    expect(page.locator("#ns-cards .ns-seed:visible")).to_have_count(0)
+    expect(cards.locator(".ns-index", has_text="Candidate")).to_have_count(4)
+    expect(page.locator("#ns-view-note")).to_contain_text("Blind run")
+    expect(page.get_by_role("button", name="Reproduce #0", exact=True)).to_be_hidden()
+    expect(page.locator("#ns-download-json")).to_be_hidden()
+    # 👎 one card, then pick another as best: that reveals the seeds
+    bad, good = cards.nth(0), cards.nth(1)
+    bad_index, good_index = int(bad.get_attribute("data-index")), int(good.get_attribute("data-index"))
+    good_text = good.locator(".ns-text").inner_text()
+    bad.locator("[data-rate=down]").click()
+    expect(page.locator(f"#ns-cards .ns-card[data-index='{bad_index}'] .ns-rate-down.ns-on")).to_have_count(1)
+    expect(page.locator("#ns-cards .ns-seed:visible")).to_have_count(0)  # a thumb does not reveal
+    page.locator(f"#ns-cards .ns-card[data-index='{good_index}'] [data-rate=best]").click()
+    expect(page.locator("#ns-cards .ns-seed:visible")).to_have_count(4)
+    expect(page.locator(f"#ns-cards .ns-card[data-index='{good_index}'] .ns-seed")).to_have_text(
+        f"seed {700 + good_index}")
+    expect(page.get_by_role("button", name="Reproduce #0", exact=True)).to_be_visible()
+    page.locator(f"#ns-note-{good_index} textarea").press_sequentially("the one to keep")  # typed: fill() sends no input
+    expect(page.locator("#ns-download-pairs")).to_contain_text("3 rows")  # best against the three others
+    with page.expect_download() as download:
+        page.locator("#ns-download-pairs").click()
+    rows = [json.loads(line) for line in Path(download.value.path()).read_text().splitlines()]
+    assert {r["chosen_index"] for r in rows} == {good_index} and bad_index in {r["rejected_index"] for r in rows}
+    assert rows[0]["prompt"] == [{"role": "system", "content": "You are a helpful assistant."},
+                                 {"role": "user", "content": ARITHMETIC}]
+    assert rows[0]["chosen"][0]["content"].split() == good_text.split()
+    assert rows[0]["chosen_seed"] == 700 + good_index and rows[0]["settings"]["n"] == 4
+    # the JSON export carries the ratings, the note (saved as it is typed) and the blind order
+    record = download_json(page)
+    for _ in range(20):
+        if record["choices"][good_index]["rating"]["note"]:
+            break
+        page.wait_for_timeout(250)
+        record = download_json(page)
+    assert record["choices"][good_index]["rating"]["best"] and record["blind"]["revealed"]
+    assert record["choices"][bad_index]["rating"]["thumb"] == "down"
+    assert record["choices"][good_index]["rating"]["note"] == "the one to keep"
