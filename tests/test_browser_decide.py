@@ -1,5 +1,6 @@
 """Deciding between the cards in headless Chromium (tiny model): ratings, blind mode, the DPO export."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,27 @@ def test_blind_mode_hides_seeds_until_a_best_pick_and_the_pair_is_exported(page)
     assert record["choices"][good_index]["rating"]["best"] and record["blind"]["revealed"]
     assert record["choices"][bad_index]["rating"]["thumb"] == "down"
     assert record["choices"][good_index]["rating"]["note"] == "the one to keep"
+
+
+def test_a_copied_link_replays_the_run_with_equal_cards(browser, server, page):  # noqa: F811
+    ask(page, n=3, max_tokens=10, user="Name a colour.")  # no seed: the link holds the drawn one
+    cards = visible_cards(page)
+    texts = cards.locator(".ns-text").all_inner_texts()
+    seeds = cards.locator(".ns-seed").all_inner_texts()
+    cards.nth(1).locator(".ns-tok").nth(1).click()  # a picked card travels with the link
+    page.locator("#ns-copy-link").click()
+    link = page.locator("#ns-link textarea")
+    expect(link).to_have_value(re.compile(r"^http://127\.0\.0\.1:\d+/\?mode=chat&"))
+    url = link.input_value()
+    assert page.url == url  # the page's own URL holds the run's request
+    assert f"seed={seeds[0].split()[1]}" in url and "card=1" in url
+    with open_page(browser, url) as again:
+        expect(again.locator("#ns-link-note")).to_contain_text("Opened from a link")
+        expect(again.locator("#ns-status")).to_contain_text("Done: 3 choices")
+        expect(again.locator("#ns-user textarea")).to_have_value("Name a colour.")
+        replayed = visible_cards(again)
+        assert replayed.locator(".ns-text").all_inner_texts() == texts
+        assert replayed.locator(".ns-seed").all_inner_texts() == seeds
+        expect(replayed.nth(1).locator(".ns-cut")).to_be_visible()
+    with open_page(browser, url.replace("model=nsample", "model=someone-else")) as other:
+        expect(other.locator("#ns-link-note")).to_contain_text("the cards will differ")

@@ -7,22 +7,24 @@ from functools import partial
 import gradio as gr
 
 from nsample.errors import NSampleError
-from nsample.ui import explore_events, handlers, render, sweep_events
+from nsample.ui import explore_events, handlers, link_events, render, sweep_events
 from nsample.ui.api_help import api_base, api_markdown, api_snippet
 from nsample.ui.cards import reproduction_html, run_cards
 from nsample.ui.layout import Page, build_page
+from nsample.ui.links import Link, LinkStore
 from nsample.ui.run import UI_MAX_N, Blind, Origin, Run, RunSpec
 from nsample.ui.tree import RunTree
 
-PAGE_URL_JS = "() => window.location.href"
+PAGE_URL_JS = "() => [window.location.href, window.location.search]"
 
 
-def build_blocks(engine, key_required: bool = False) -> gr.Blocks:
-    """The nsample page for `engine`; mount it with gr.mount_gradio_app (see nsample.ui.mount)."""
+def build_blocks(engine, key_required: bool = False, links: LinkStore | None = None) -> gr.Blocks:
+    """The nsample page for `engine`; mount it with gr.mount_gradio_app (see nsample.ui.mount). `links` keeps
+    the short links of requests too long for a URL (one bounded store per page by default)."""
     max_n = min(UI_MAX_N, engine.config.max_n)
     with gr.Blocks(title="nsample", delete_cache=(3600, 3600)) as demo:
         page = build_page(engine.name, max_n)
-        _wire(demo, page, engine, key_required)
+        _wire(demo, page, engine, key_required, links or LinkStore())
     # no per-event queue of one: every engine event shares one limit (the engine's max_active, set in _wire),
     # the engine round-robins them with API requests, and the light events run outside the queue
     demo.queue(default_concurrency_limit=None)
@@ -33,12 +35,13 @@ def run_outputs(page: Page) -> list:
     """Every component a run's updates may touch."""
     ex = page.explore
     return [*page.grid.cards, *page.grid.columns, *page.grid.notes, *page.grid.button_rows, page.grid.order,
+            page.links.copy, page.links.url,
             page.status, page.reproduction, page.headline, page.table, page.tokens_plot, page.similarity_plot,
             page.download_json, page.download_csv, page.download_pairs, ex.breadcrumb, ex.runs, ex.branch_note,
             ex.view_note, ex.shade, ex.compare_a, ex.compare_b, ex.compare, page.run, page.tree]
 
 
-def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool) -> None:
+def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool, links: LinkStore) -> None:
     on_engine = {"concurrency_id": "engine", "concurrency_limit": max(1, engine.config.max_active)}
     local = {"queue": False, "api_visibility": "private"}
     page.mode.change(_mode_visibility, page.mode, [page.system, page.user, page.prompt], **local)
@@ -62,8 +65,10 @@ def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool) -> None:
                      api_visibility="undocumented", **on_engine)
     explore_events.wire(page, outputs, view_inputs, view_outputs)
     sweep_events.wire(page, engine, on_engine)
-    demo.load(None, None, page.page_url, js=PAGE_URL_JS).then(
-        partial(_api_help, engine.name, key_required), page.page_url, [page.api_text, page.api_code], **local)
+    loaded = demo.load(None, None, [page.page_url, page.links.query], js=PAGE_URL_JS)
+    loaded.then(partial(_api_help, engine.name, key_required), page.page_url, [page.api_text, page.api_code], **local)
+    link_events.wire(page, engine, links, loaded, _per_session(_replay, engine, page), view_inputs, view_outputs,
+                     outputs, on_engine)
 
 
 def _mode_visibility(mode):
@@ -90,6 +95,19 @@ async def _generate(engine, page: Page, client: str | None, tree: RunTree | None
     except NSampleError as e:
         raise gr.Error(e.message) from None
     async for out in _stream(page, stream, tree or RunTree(), None, bool(blind)):
+        yield out
+
+
+async def _replay(engine, page: Page, client: str | None, link: Link | None, tree: RunTree | None):
+    """The request of the link the page was opened with, run as a new root run (nothing without a link)."""
+    if link is None:
+        yield {page.status: gr.skip()}
+        return
+    try:
+        stream = handlers.generate(engine, link.spec, client=client)
+    except NSampleError as e:
+        raise gr.Error(e.message) from None
+    async for out in _stream(page, stream, tree or RunTree(), None):
         yield out
 
 

@@ -10,10 +10,12 @@ from nsample.sampling_params import MAX_STOP
 from nsample.ui.panels import (
     Explore,
     Grid,
+    LinkBar,
     SweepTab,
     build_compare,
     build_explore_bar,
     build_grid,
+    build_link_bar,
     build_report,
     build_sweep_tab,
 )
@@ -44,6 +46,7 @@ class Page:
     generate: gr.Button
     stop_button: gr.Button
     status: gr.Markdown
+    links: LinkBar
     grid: Grid
     explore: Explore
     reproduction: gr.HTML
@@ -118,6 +121,7 @@ def build_page(model_name: str, max_n: int) -> Page:
         with gr.Tab("Choices", elem_id="ns-choices-tab"):
             bar = build_explore_bar(max_n)
             status = gr.Markdown(elem_id="ns-status")
+            links = build_link_bar()
             grid = build_grid(max_n, n0)
             reproduction = gr.HTML(elem_id="ns-repro")
             explore = Explore(*bar, *build_compare())
@@ -130,5 +134,5 @@ def build_page(model_name: str, max_n: int) -> Page:
         api_code = gr.Code(language="python", label="openai client", interactive=False, show_line_numbers=False,
                            elem_id="ns-api-code")
     return Page(mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop, logprobs, hint, generate,
-                stop_button, status, grid, explore, reproduction, table, tokens_plot, similarity_plot, headline,
+                stop_button, status, links, grid, explore, reproduction, table, tokens_plot, similarity_plot, headline,
                 download_json, download_csv, download_pairs, sweep, page_url, api_text, api_code, gr.State(None), gr.State(None))

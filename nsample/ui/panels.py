@@ -36,6 +36,15 @@ class Explore:
 
 
 @dataclass
+class LinkBar:
+    copy: gr.Button  # puts the shown run's request in the page URL and the clipboard
+    url: gr.Textbox  # the link, to copy by hand
+    note: gr.Markdown  # how long it is, a short id's limits, or a link made on another model
+    query: gr.Textbox  # the page's own query string at load (hidden)
+    link: gr.State  # the links.Link the page was opened with, replayed once
+
+
+@dataclass
 class SweepTab:
     temperatures: gr.Textbox
     top_ps: gr.Textbox
@@ -66,6 +75,15 @@ def build_grid(max_n: int, n0: int) -> Grid:
             columns.append(col)
             rows.append(row)
     return Grid(columns, cards, reproduce, branch, order, notes, rows)
+
+
+def build_link_bar() -> LinkBar:
+    with gr.Row(equal_height=True):
+        copy = gr.Button("🔗 Copy link", size="sm", scale=0, min_width=140, visible=False, elem_id="ns-copy-link")
+        url = gr.Textbox(show_label=False, container=False, visible=False, interactive=False, buttons=["copy"],
+                         scale=4, elem_id="ns-link")
+    note = gr.Markdown(elem_id="ns-link-note")
+    return LinkBar(copy, url, note, gr.Textbox(visible=False), gr.State(None))
 
 
 def build_explore_bar(max_n: int) -> tuple:

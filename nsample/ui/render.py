@@ -30,7 +30,8 @@ def started(page, run: Run, tree: RunTree) -> dict:
     return {**{col: gr.Column(visible=i < n) for i, col in enumerate(page.grid.columns)}, **empty,
             **_tree_updates(page, run, tree), **_card_extras(page, run), page.headline: "", page.status: status(run),
             page.reproduction: "", page.grid.order: _blind_order(run), ex.view_note: BLIND_NOTE if hidden(run) else "",
-            ex.compare: "", page.run: run, page.tree: tree,
+            ex.compare: "", page.run: run, page.tree: tree, page.links.copy: gr.Button(visible=False),
+            page.links.url: gr.Textbox("", visible=False),
             page.download_json: gr.DownloadButton(visible=False), page.download_csv: gr.DownloadButton(visible=False)}
 
 
@@ -46,7 +47,8 @@ async def shown(page, run: Run, tree: RunTree) -> dict:
     cards = dict(zip(page.grid.cards, run_cards(run)))
     ex, columns = page.explore, {col: gr.Column(visible=i < len(run.cards)) for i, col in enumerate(page.grid.columns)}
     common = {**cards, **columns, **_tree_updates(page, run, tree), **_card_extras(page, run), **pairs,
-              page.status: status(run), page.headline: rep.headline, page.run: run, page.tree: tree}
+              page.status: status(run), page.headline: rep.headline, page.run: run, page.tree: tree,
+              page.links.copy: gr.Button(visible=not hidden(run)), page.links.url: gr.Textbox("", visible=False)}
     if hidden(run):  # what would tell the cards apart waits for the reveal
         off = {c: gr.update(visible=False) for c in (page.table, page.tokens_plot, page.similarity_plot)}
         return {**common, **off, page.download_json: gr.DownloadButton(visible=False),
