@@ -97,7 +97,7 @@ class Engine(BaseEngine):
     def _max_new(self, prompt_len: int, p: SamplingParams, prompt_param: str) -> int:
         """Tokens each choice may generate: max_tokens, clipped to the context window and to the KV budget."""
         room = self.context - prompt_len
-        if room < 1:
+        if room < (p.max_tokens != 0):  # a prompt only scored (max_tokens 0) may fill the window
             raise InvalidRequest(f"This model's maximum context length is {self.context} tokens, but the "
                                  f"prompt is {prompt_len} tokens.", param=prompt_param,
                                  code="context_length_exceeded")

@@ -47,11 +47,12 @@ class ForkedKV:
         self.cache = static if self.static else DynamicCache(config=model.config)  # sliding/linear layers: dynamic
         self.prefilled = 0
 
-    def prefill(self, ids: torch.Tensor) -> torch.Tensor:
-        """Run the next chunk of the prompt (1, C); return its last position's logits (1, V)."""
+    def prefill(self, ids: torch.Tensor, all_logits: bool = False) -> torch.Tensor:
+        """Run the next chunk of the prompt (1, C); return its last position's logits (1, V), or all of them (C, V)."""
         positions = torch.arange(self.prefilled, self.prefilled + ids.shape[1], device=ids.device)[None]
         self.prefilled += ids.shape[1]
-        return self.model(input_ids=ids, cache=self.cache, position_ids=positions, logits_to_keep=1).logits[:, -1]
+        return self.model(input_ids=ids, cache=self.cache, position_ids=positions,
+                          logits_to_keep=0 if all_logits else 1).logits[0]
 
     def fork(self, rows: int) -> None:
         self.cache.reorder_cache(torch.zeros(rows, dtype=torch.long))

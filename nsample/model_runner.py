@@ -65,7 +65,7 @@ class ModelRunner:
         if self.shared and chunks:  # packed into one forward
             self._guard(updates, [st for st, _ in chunks], lambda: self._prefill(chunks))
         for st, chunk in chunks if not self.shared else []:  # forked caches: a forward per request
-            self._guard(updates, [st], lambda: st.prefill(len(chunk)))
+            self._guard(updates, [st], lambda: st.prefill(len(chunk), self.token_bytes))
         t0 = time.perf_counter()
         decoding = [s for s in self.states.values() if s.rows and s.logits is not None]
         for st in decoding:  # 3) sample a token column for every request with logits
@@ -86,19 +86,22 @@ class ModelRunner:
 
     def _prefill(self, chunks: list[tuple[RequestState, list[int]]]) -> None:
         """Forward the prompt chunks of several requests packed into one sequence (1, T); each chunk attends to
-        its own request's prompt only."""
-        t0, packed, ids, positions = time.perf_counter(), [], [], []
+        its own request's prompt only. A chunk keeps its last position's logits, or all (for prompt logprobs)."""
+        t0, packed, ids, positions, keep = time.perf_counter(), [], [], [], []
         for st, chunk in chunks:
             packed.append(Chunk(len(ids), len(ids) + len(chunk), st.kv))
+            keep += range(len(ids) if st.all_logits else len(ids) + len(chunk) - 1, len(ids) + len(chunk))
             ids += chunk
             positions += range(st.prefilled, st.prefilled + len(chunk))
         device = self.model.device
-        last = torch.tensor([c.stop - 1 for c in packed], device=device)  # (k,) each chunk's last position
         logits = self.model(input_ids=torch.tensor([ids], device=device), position_ids=torch.tensor([positions],
-                            device=device), use_cache=False, logits_to_keep=last, nsample_prefill=packed).logits[0]
-        spent = time.perf_counter() - t0
-        for (st, chunk), row in zip(chunks, logits):  # row: (V,)
-            st.take_prefill(len(chunk), row[None], spent)
+                            device=device), use_cache=False, logits_to_keep=torch.tensor(keep, device=device),
+                            nsample_prefill=packed).logits[0]  # (len(keep), V)
+        spent, first = time.perf_counter() - t0, 0
+        for st, chunk in chunks:
+            kept = len(chunk) if st.all_logits else 1
+            st.take_prefill(len(chunk), logits[first:first + kept], spent, self.token_bytes)
+            first += kept
 
     def _decode(self, batch: list[RequestState]) -> None:
         """Forward one token per cache row of every request in `batch`, as one batch (B, 1), ordered by cohort."""

@@ -12,6 +12,7 @@ class TokenLogprob:
     top: list[tuple[int, str, float]] = field(default_factory=list)  # (id, text, logprob), best first
     token_bytes: bytes | None = None  # the token's own bytes (None: unknown, e.g. relayed without them)
     top_bytes: list[bytes | None] | None = None  # the bytes of each `top` entry, in its order
+    rank: int | None = None  # the token's rank in the distribution (1 = most likely), where computed (prompts)
 
 
 @dataclass
@@ -91,6 +92,8 @@ class GenerationResult:
     model: str = ""
     prompt: object = None  # as submitted: text, chat messages (a list, or a prompts.Chat), token ids; None: unknown
     params: SamplingParams | None = None  # the request's sampling settings
+    prompt_logprobs: list[TokenLogprob | None] | None = None  # with params.prompt_logprobs: per prompt token, the
+    # first None (nothing predicts it)
 
     def to_dataframe(self):
         """One row per choice: index, seed, text, tokens, finish reason, mean logprob."""

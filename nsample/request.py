@@ -7,7 +7,7 @@ import queue
 import threading
 import time
 
-from nsample.outputs import Choice, GenerationResult, StreamEvent, Timings, Usage
+from nsample.outputs import Choice, GenerationResult, StreamEvent, Timings, TokenLogprob, Usage
 from nsample.sampling_params import SamplingParams
 
 _END = object()
@@ -18,6 +18,7 @@ class Request:
                  client: str | None = None, prompt=None):
         self.prompt_ids, self.params, self.seeds, self.max_new = prompt_ids, params, seeds, max_new
         self.prompt = prompt  # as submitted (text, messages, ids): the result carries it, e.g. for preference pairs
+        self.prompt_logprobs: list[TokenLogprob | None] | None = None  # set once prefilled, if asked for
         self.client = client  # who asked (an API peer, a page session), for per-client fairness
         self.choices = [Choice(index=i, seed=s, logprobs=[] if params.logprobs else None)
                         for i, s in enumerate(seeds)]
@@ -117,4 +118,4 @@ class Request:
         usage = self.usage or Usage(prompt_tokens=len(self.prompt_ids),
                                     completion_tokens=self.timings.completion_tokens)
         return GenerationResult(self.prompt_ids, self.choices, usage, self.timings, self.model, self.prompt,
-                                self.params)
+                                self.params, self.prompt_logprobs)

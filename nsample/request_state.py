@@ -27,6 +27,7 @@ class RequestState:
         self.seeds = torch.tensor([r.seeds[0] for r in self.rows], device=device)  # (R,) int64: each row's noise
         self.kv = (SharedKV if shared else ForkedKV)(model, len(req.prompt_ids), req.max_new)
         self.prefilled = 0  # prompt tokens prefilled so far
+        self.prompt_lps: list[TokenLogprob | None] | None = None if p.prompt_logprobs is None else [None]
         self.logits: torch.Tensor | None = None  # (R, V) next-token logits of the live rows, once prefilled
         self.fixed = width is not None  # fixed width: finished rows stay in the cache as padding
         self.width = -(-len(self.rows) // width) * width if self.fixed else len(self.rows)
@@ -48,24 +49,50 @@ class RequestState:
         """The next at most `budget` prompt tokens to prefill."""
         return self.req.prompt_ids[self.prefilled:self.prefilled + budget]
 
-    def prefill(self, budget: int) -> int:
+    @property
+    def all_logits(self) -> bool:
+        """Whether its prefill keeps every prompt position's logits (for prompt logprobs), not only the last."""
+        return self.prompt_lps is not None
+
+    def prefill(self, budget: int, token_bytes) -> int:
         """Forked caches: prefill up to `budget` more prompt tokens in a forward of its own. Returns tokens run."""
         t0, ids = time.perf_counter(), self.next_chunk(budget)
-        logits = self.kv.prefill(torch.tensor([ids], device=self.device))  # (1, V)
-        self.take_prefill(len(ids), logits, time.perf_counter() - t0)
+        logits = self.kv.prefill(torch.tensor([ids], device=self.device), self.all_logits)  # (C or 1, V)
+        self.take_prefill(len(ids), logits, time.perf_counter() - t0, token_bytes)
         return len(ids)
 
-    def take_prefill(self, tokens: int, logits: torch.Tensor, seconds: float) -> None:
-        """`tokens` more prompt tokens were prefilled, with the last one's logits (1, V); fork once all are."""
+    def take_prefill(self, tokens: int, logits: torch.Tensor, seconds: float, token_bytes) -> None:
+        """`tokens` more prompt tokens were prefilled, with each one's logits (tokens, V) if all_logits, else the
+        last one's (1, V); fork once all are."""
+        if self.prompt_lps is not None:
+            self._score_prompt(logits, token_bytes)
         self.prefilled += tokens
         if self.prefilled == len(self.req.prompt_ids):
             self.kv.fork(self.width)
-            self.logits = logits.float().expand(len(self.rows), -1)
+            self.logits = logits[-1:].float().expand(len(self.rows), -1)
+            self.req.prompt_logprobs = self.prompt_lps
         self.req.timings.prefill_s += seconds
+
+    def _score_prompt(self, logits: torch.Tensor, token_bytes) -> None:
+        """The logprobs of the prompt tokens this chunk's positions (C, V) predict: each position the next token."""
+        ids = self.req.prompt_ids[self.prefilled + 1:self.prefilled + 1 + len(logits)]  # the last: none in a prompt
+        if not ids:
+            return
+        k = self.req.params.prompt_logprobs
+        chosen, ranks, top = sampler.prompt_token_logprobs(logits[:len(ids)], torch.tensor(ids, device=self.device),
+                                                           k)
+        for j, (tok, lp, rank) in enumerate(zip(ids, chosen.tolist(), ranks.tolist())):
+            alts = ([], []) if top is None else (top.indices[j].tolist(), top.values[j].tolist())
+            self.prompt_lps.append(logprob_entry(tok, lp, *alts, token_bytes, rank=rank))
 
     def sample(self, token_bytes) -> list[StreamEvent]:
         """Sample one token per live row, hand it over, drop finished rows; set the next column."""
         p, R = self.req.params, len(self.rows)
+        if self.req.max_new == 0:  # only the prompt scored (echo with max_tokens 0): every choice ends tokenless
+            events = [StreamEvent(index=i, finish_reason="length", seed=s) for row in self.rows
+                      for i, s in zip(row.indices, row.seeds)]
+            self.rows = []
+            return events
         positions = torch.full((R,), self.generated, device=self.device)  # the index of the token drawn now
         tokens = sampler.sample_rows(self.logits, p, self.seeds, positions, self.counts, self.bias)  # (R,)
         lps = _logprobs(self.logits, tokens, p.top_logprobs, token_bytes) if p.logprobs else [None] * R
@@ -108,10 +135,10 @@ def _logprobs(raw_logits, tokens, top_n: int, token_bytes) -> list[TokenLogprob]
             for r, (tok, lp) in enumerate(zip(tokens.tolist(), chosen.tolist()))]
 
 
-def logprob_entry(token: int, logprob: float, top_ids: list[int], top_values: list[float],
-                  token_bytes) -> TokenLogprob:
+def logprob_entry(token: int, logprob: float, top_ids: list[int], top_values: list[float], token_bytes,
+                  rank: int | None = None) -> TokenLogprob:
     """One position's entry: the token, its logprob, its alternatives, each with its own bytes and their text."""
     alt_bytes = [token_bytes(i) for i in top_ids]
     alts = [(i, token_text(b), v) for i, b, v in zip(top_ids, alt_bytes, top_values)]
     own = token_bytes(token)
-    return TokenLogprob(token, token_text(own), logprob, alts, token_bytes=own, top_bytes=alt_bytes)
+    return TokenLogprob(token, token_text(own), logprob, alts, token_bytes=own, top_bytes=alt_bytes, rank=rank)

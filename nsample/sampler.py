@@ -110,6 +110,16 @@ def token_logprobs(raw_logits, tokens, top_n: int):
     return chosen, top
 
 
+def prompt_token_logprobs(raw_logits, next_ids, top_n: int):
+    # raw_logits (C, V) of C prompt positions; next_ids (C,) the prompt tokens they predict -> chosen (C,),
+    # ranks (C,) (1 = the most likely token), top values/ids (C, top_n)
+    logp = raw_logits.float().log_softmax(-1)
+    chosen = logp.gather(-1, next_ids[:, None])[:, 0]
+    ranks = (logp > chosen[:, None]).sum(-1) + 1
+    top = logp.topk(top_n, dim=-1) if top_n else None
+    return chosen, ranks, top
+
+
 def sample_rows(logits, p, seeds, positions, counts=None, bias=None):
     # logits (R, V) of one request's rows; p its SamplingParams; seeds, positions (R,) int64; counts (R, V) of
     # generated tokens -> tokens (R,)

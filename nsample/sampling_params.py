@@ -25,6 +25,7 @@ class SamplingParams:
     logit_bias: dict[int, float] = field(default_factory=dict)
     logprobs: bool = False
     top_logprobs: int = 0
+    prompt_logprobs: int | None = None  # the prompt tokens' logprobs with this many alternatives each; None = off
     ignore_eos: bool = False
 
     def __post_init__(self):
@@ -67,8 +68,8 @@ class SamplingParams:
         _num("top_p", self.top_p, 0, 1)
         _int("top_k", self.top_k, lo=-1)
         _num("min_p", self.min_p, 0, 1)
-        if self.max_tokens is not None:
-            _int("max_tokens", self.max_tokens, lo=1)
+        if self.max_tokens is not None:  # 0 only to score a prompt (OpenAI's legacy echo with max_tokens 0)
+            _int("max_tokens", self.max_tokens, lo=0 if self.prompt_logprobs is not None else 1)
         if len(self.stop) > MAX_STOP:
             raise InvalidRequest(f"'stop' accepts at most {MAX_STOP} sequences, got {len(self.stop)}.",
                                  param="stop", code="array_above_max_length")
@@ -98,6 +99,8 @@ class SamplingParams:
         if not isinstance(self.logprobs, bool):
             raise InvalidRequest("'logprobs' must be a boolean.", param="logprobs", code="invalid_type")
         _int("top_logprobs", self.top_logprobs, lo=0, hi=MAX_TOP_LOGPROBS)
+        if self.prompt_logprobs is not None:
+            _int("prompt_logprobs", self.prompt_logprobs, lo=0, hi=MAX_TOP_LOGPROBS)
         if not isinstance(self.ignore_eos, bool):
             raise InvalidRequest("'ignore_eos' must be a boolean.", param="ignore_eos", code="invalid_type")
 

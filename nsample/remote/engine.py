@@ -6,7 +6,7 @@ from dataclasses import fields
 
 from nsample.config import EngineConfig
 from nsample.engine_base import BaseEngine
-from nsample.errors import NSampleError, QueueFull
+from nsample.errors import InvalidRequest, NSampleError, QueueFull
 from nsample.outputs import GenerationResult
 from nsample.prompts import is_chat
 from nsample.remote.config import RemoteConfig
@@ -83,6 +83,10 @@ class RemoteEngine(BaseEngine):
     # --- admission -----------------------------------------------------------------------------------
     def _submit(self, prompt, p: SamplingParams, stream: bool, client: str | None = None) -> Request:
         self.check(p)
+        if p.prompt_logprobs is not None:  # upstreams differ (llama.cpp has none): refused rather than dropped
+            raise InvalidRequest("Prompt logprobs ('echo' with 'logprobs', or 'prompt_logprobs') need a local "
+                                 "engine; this one relays to an upstream server.", param="prompt_logprobs",
+                                 code="unsupported_parameter")
         prompt = check_prompt(prompt)
         ids = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], int) else []
         req = Request(ids, p, self.seeds(p), p.max_tokens or 0, self.name, client, prompt)

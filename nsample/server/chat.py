@@ -4,6 +4,7 @@ from contextlib import aclosing
 
 from nsample.outputs import TokenLogprob
 from nsample.request import Request
+from nsample.server import prompt_logprobs
 from nsample.server.fanin import DONE, cancel, merge, sse, sse_error, usage
 from nsample.server.responses import (
     AssistantMessage,
@@ -18,23 +19,28 @@ from nsample.server.responses import (
 )
 
 
-def response(head: dict, req: Request) -> ChatCompletionResponse:
+def response(head: dict, req: Request, prompt_top: int | None = None) -> ChatCompletionResponse:
+    """`prompt_top`: vLLM's `prompt_logprobs` (the chat template's tokens), None when not asked for."""
     choices = [ChatChoice(index=c.index, message=AssistantMessage(content=c.text), logprobs=logprobs(c.logprobs),
                           finish_reason=c.finish_reason, seed=c.seed, stop_reason=c.stop_reason)
                for c in req.choices]
-    return ChatCompletionResponse(**head, choices=choices, usage=usage([req]))
+    return ChatCompletionResponse(**head, choices=choices, usage=usage([req]),
+                                  prompt_logprobs=prompt_logprobs.vllm_shape(req, prompt_top))
 
 
-async def stream(head: dict, req: Request, include_usage: bool) -> AsyncIterator[str]:
-    """A role chunk per choice, then one chunk per choice and step, interleaved as tokens arrive; the step that
-    ends a choice carries its finish_reason (exactly once); then the usage chunk if asked for, then [DONE]."""
+async def stream(head: dict, req: Request, include_usage: bool, prompt_top: int | None = None) -> AsyncIterator[str]:
+    """A role chunk per choice (the first with vLLM's prompt_logprobs, if asked for), then one chunk per choice and
+    step, interleaved as tokens arrive; the step that ends a choice carries its finish_reason (exactly once); then
+    the usage chunk if asked for, then [DONE]."""
 
     def chunk(choice: ChatChunkChoice | None, **extra) -> str:
         return sse(ChatCompletionChunk(**head, choices=[choice] if choice else [], **extra))
 
     try:
+        scored = prompt_logprobs.vllm_shape(req, prompt_top)
         for i, seed in enumerate(req.seeds):
-            yield chunk(ChatChunkChoice(index=i, delta=Delta(role="assistant", content=""), seed=seed))
+            yield chunk(ChatChunkChoice(index=i, delta=Delta(role="assistant", content=""), seed=seed),
+                        **({"prompt_logprobs": scored} if i == 0 and scored is not None else {}))
         async with aclosing(merge([req])) as events:
             async for _, ev in events:
                 if ev.text or ev.logprobs or ev.finish_reason:

@@ -7,7 +7,8 @@ so that a typo or an unimplemented feature never silently changes nothing):
 * documented fields that nsample does not implement (tools, response_format other than text, suffix, audio, ...)
   are accepted only at a neutral value (null, [], "none", {"type": "text"}); any other value is a 400 that names
   the parameter, code "unsupported_parameter";
-* extensions that nsample implements, named as in vLLM: top_k, min_p, repetition_penalty, ignore_eos;
+* extensions that nsample implements, named as in vLLM: top_k, min_p, repetition_penalty, ignore_eos,
+  prompt_logprobs;
 * any other key is a 400, code "unknown_parameter". `model` may be omitted (it defaults to the served model, as in
   vLLM); any other name is a 404.
 Types are strict, as at OpenAI: n given as 1.5, "2" or true is a 400 invalid_type, not coerced.
@@ -24,8 +25,9 @@ from nsample.sampling_params import SamplingParams
 
 MAX_BEST_OF = 20  # OpenAI's limit for best_of
 MAX_COMPLETION_LOGPROBS = 5  # OpenAI's limit for the legacy integer `logprobs`
+# same name and meaning here and in SamplingParams
 SHARED = ("n", "seed", "temperature", "top_p", "top_k", "min_p", "stop", "presence_penalty", "frequency_penalty",
-          "repetition_penalty", "logit_bias", "ignore_eos")  # same name and meaning here and in SamplingParams
+          "repetition_penalty", "logit_bias", "ignore_eos", "prompt_logprobs")
 
 
 class Strict(BaseModel):
@@ -60,6 +62,7 @@ class OpenAIRequest(Strict):
     min_p: float | None = None
     repetition_penalty: float | None = None
     ignore_eos: bool | None = None
+    prompt_logprobs: int | None = None  # the prompt tokens' logprobs, each with this many alternatives
 
     @property
     def include_usage(self) -> bool:
@@ -181,9 +184,9 @@ class CompletionRequest(OpenAIRequest):
         if k is not None and not 0 <= k <= MAX_COMPLETION_LOGPROBS:
             raise InvalidRequest(f"Invalid 'logprobs': expected a value between 0 and {MAX_COMPLETION_LOGPROBS}, "
                                  f"but got {k} instead.", param="logprobs", code="invalid_value")
-        if self.echo and k is not None:
-            raise InvalidRequest("Setting 'echo' and 'logprobs' at the same time is not supported: nsample does not "
-                                 "compute prompt logprobs.", param="echo", code="unsupported_parameter")
+        if self.max_tokens == 0 and not (self.echo or self.prompt_logprobs is not None):
+            raise InvalidRequest("'max_tokens' may be 0 only with 'echo' (to score the prompt).", param="max_tokens",
+                                 code="integer_below_min_value")
         if not n <= best_of <= MAX_BEST_OF:
             raise InvalidRequest(f"Invalid 'best_of': expected a value between n ({n}) and {MAX_BEST_OF}, but got "
                                  f"{best_of} instead.", param="best_of", code="invalid_value")
@@ -191,4 +194,13 @@ class CompletionRequest(OpenAIRequest):
             raise InvalidRequest("'best_of' results cannot be streamed; use n instead.", param="best_of",
                                  code="invalid_value")
         return self.sampling(n=best_of, max_tokens=self.max_tokens, logprobs=best_of > n or k is not None,
-                             top_logprobs=k)
+                             top_logprobs=k, prompt_logprobs=self.prompt_scored())
+
+    def prompt_scored(self) -> int | None:
+        """Alternatives per prompt token the engine computes: echo with logprobs k needs k (echo with max_tokens 0
+        scores the prompt too), prompt_logprobs its own; the larger of the two. None: no prompt logprobs."""
+        wanted = [self.prompt_logprobs]
+        if self.echo and (self.logprobs is not None or self.max_tokens == 0):
+            wanted.append(self.logprobs or 0)
+        wanted = [w for w in wanted if w is not None]
+        return max(wanted) if wanted else None

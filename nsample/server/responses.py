@@ -8,6 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_serializer
 
+# vLLM's prompt_logprobs: per prompt token (the first null) {token id: {"logprob", "rank", "decoded_token"}}
+PromptLogprobs = list[dict[str, dict[str, float | int | str | None]] | None] | None
+
 
 class ErrorBody(BaseModel):
     message: str
@@ -80,6 +83,7 @@ class ChatCompletionResponse(BaseModel):
     choices: list[ChatChoice]
     usage: UsageInfo
     system_fingerprint: str | None = None
+    prompt_logprobs: PromptLogprobs = None
 
 
 class Delta(BaseModel):
@@ -110,13 +114,16 @@ class ChatCompletionChunk(BaseModel):
     system_fingerprint: str | None = None
     choices: list[ChatChunkChoice]
     usage: UsageInfo | None = None
+    prompt_logprobs: PromptLogprobs = None
 
 
 # --- completions ----------------------------------------------------------------------------------------
 class CompletionLogprobs(BaseModel):
+    """Parallel lists; an echoed prompt's first token has a null logprob and null top_logprobs."""
+
     tokens: list[str] = []
-    token_logprobs: list[float] = []
-    top_logprobs: list[dict[str, float]] = []
+    token_logprobs: list[float | None] = []
+    top_logprobs: list[dict[str, float] | None] = []
     text_offset: list[int] = []
 
 
@@ -127,6 +134,7 @@ class CompletionChoice(BaseModel):
     finish_reason: str | None = None
     seed: int
     stop_reason: str | int | None = None
+    prompt_logprobs: PromptLogprobs = None
 
 
 class CompletionResponse(BaseModel):

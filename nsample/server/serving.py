@@ -49,8 +49,9 @@ class OpenAIServing:
             return e
         head = self._head("chatcmpl")
         if req.stream:
-            return await self._started(reqs) or Body(chat.stream(head, reqs[0], req.include_usage), reqs)
-        return await self._finish(reqs, lambda: chat.response(head, reqs[0]))
+            return await self._started(reqs) or Body(chat.stream(head, reqs[0], req.include_usage,
+                                                                 req.prompt_logprobs), reqs)
+        return await self._finish(reqs, lambda: chat.response(head, reqs[0], req.prompt_logprobs))
 
     async def completions(self, req: CompletionRequest, client: str | None = None) -> CompletionResponse | Result:
         try:
@@ -65,11 +66,12 @@ class OpenAIServing:
             reqs = self._submit(prompts, params, client)
         except NSampleError as e:
             return e
-        n, head, top = req.n or 1, self._head("cmpl"), req.logprobs
+        head = self._head("cmpl")
+        shape = completions.Shape(req.n or 1, echoes, req.logprobs, req.prompt_logprobs,
+                                  getattr(self.engine, "token_bytes", None))
         if req.stream:
-            return await self._started(reqs) or Body(completions.stream(head, reqs, n, echoes, top, req.include_usage),
-                                                     reqs)
-        return await self._finish(reqs, lambda: completions.response(head, reqs, n, echoes, top))
+            return await self._started(reqs) or Body(completions.stream(head, reqs, shape, req.include_usage), reqs)
+        return await self._finish(reqs, lambda: completions.response(head, reqs, shape))
 
     # --- helpers -----------------------------------------------------------------------------------------
     def _check_model(self, name: str | None) -> None:
