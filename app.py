@@ -15,7 +15,8 @@ import os
 import uvicorn
 
 import nsample
-from nsample.cli import Configs, add_serve_options, configs
+from nsample.cli import Configs, PageConfig, add_serve_options, configs
+from nsample.options import values
 from nsample.remote import RemoteEngine
 from nsample.server.connections import uvicorn_options
 from nsample.ui import build_app
@@ -47,11 +48,16 @@ def parse_args(argv=None) -> Configs:
     return configs(parser, parser.parse_args(argv))
 
 
+def page_config(argv=None) -> PageConfig:
+    """The page's own options (--allow-code-checks, ...)."""
+    return PageConfig(**values(PageConfig, build_parser().parse_args(argv)))
+
+
 def main(argv=None) -> None:
     engine_config, config, remote = parse_args(argv)
     engine = (RemoteEngine(remote, engine_config) if remote
               else nsample.load(**dataclasses.asdict(engine_config)))
-    app = build_app(engine, config)
+    app = build_app(engine, config, page_config(argv))
     print(f"nsample: {engine.name} on {engine.device}; page http://{config.host}:{config.port}/ , "
           f"OpenAI API http://{config.host}:{config.port}/v1", flush=True)
     try:

@@ -6,13 +6,25 @@ default, help and environment variable are written once, in the dataclass. app.p
 import argparse
 import dataclasses
 import sys
+from dataclasses import dataclass
 
 from nsample.config import EngineConfig
-from nsample.options import add_options, values
+from nsample.options import add_options, option, values
 from nsample.remote.config import RemoteConfig
 from nsample.server.config import ServerConfig
 
 Configs = tuple[EngineConfig, ServerConfig, RemoteConfig | None]
+
+
+@dataclass(frozen=True)
+class PageConfig:
+    """the page (app.py only; nsample serve serves no page and ignores these)"""
+
+    allow_code_checks: bool = option(False, "let the page's Answers panel run Python code checks (check(text) -> "
+                                            "bool) on this server, each choice in a subprocess with a time and a "
+                                            "memory limit; off by default, also on a Space")
+    code_check_timeout_s: float = option(5.0, "wall-clock seconds a page code check may run per choice")
+    code_check_memory_mb: int = option(512, "address space in MB a page code check may use per choice")
 
 
 def add_serve_options(parser: argparse.ArgumentParser, defaults: dict | None = None,
@@ -22,6 +34,7 @@ def add_serve_options(parser: argparse.ArgumentParser, defaults: dict | None = N
     add_options(parser, EngineConfig, title="engine", **given)
     add_options(parser, ServerConfig, title="server", **given)
     add_options(parser, RemoteConfig, prefix="upstream", title="remote engine", **given)
+    add_options(parser, PageConfig, title="page", **given)
 
 
 def configs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Configs:

@@ -98,3 +98,61 @@ def test_a_copied_link_replays_the_run_with_equal_cards(browser, server, page): 
         expect(replayed.nth(1).locator(".ns-cut")).to_be_visible()
     with open_page(browser, url.replace("model=nsample", "model=someone-else")) as other:
         expect(other.locator("#ns-link-note")).to_contain_text("the cards will differ")
+
+
+VOTE_BARS = "() => { const d = document.querySelector('#ns-vote-plot .js-plotly-plot').data[0]; return [d.x, d.y]; }"
+
+
+def chips(page) -> list[tuple[str, int]]:
+    """(answer, count) of each visible card's answer chip."""
+    out = []
+    for text in page.locator("#ns-cards .ns-card[data-index]:visible .ns-answer").all_inner_texts():
+        found = re.fullmatch(r"answer: (.*) · (\d+)/8", text.strip())
+        out.append((found.group(1), int(found.group(2))))
+    return out
+
+
+def click_bar(page, i: int) -> None:
+    """A mouse click on bar i (plotly takes clicks on its drag layer, over the bars)."""
+    box = page.locator("#ns-vote-plot .bars .point path").nth(i).bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+
+
+def test_votes_chips_bar_filter_checks_and_pass_at_k(page):
+    ask(page, n=8, max_tokens=8, seed=11)
+    expect(page.locator("#ns-cards .ns-answer:visible")).to_have_count(8)  # "last number": a chip on every card
+    expect(page.locator("#ns-majority")).not_to_be_empty()
+    # a regex extractor (group 1): the first letter of each answer, so several cards share one
+    page.locator("#ns-extract input").click()
+    page.get_by_role("option", name="regex").click()
+    page.locator("#ns-extract-pattern textarea").fill(r"([a-z])")
+    page.locator("#ns-extract-pattern textarea").press("Enter")
+    expect(page.locator("#ns-vote-plot")).to_contain_text("regex")
+    x, y = page.evaluate(VOTE_BARS)
+    got = chips(page)
+    assert sum(y) == 8 and len(got) == 8
+    for answer, count in zip(x, y):  # the chart's counts are the cards' chips
+        assert sum(1 for a, _ in got if a == answer) == count and all(c == count for a, c in got if a == answer)
+    # a click on a bar shows only its cards; a second click shows all again
+    click_bar(page, 0)
+    expect(visible_cards(page)).to_have_count(y[0])
+    assert {a for a, _ in chips(page)} == {x[0]}
+    click_bar(page, 0)
+    expect(visible_cards(page)).to_have_count(8)
+    # a regex check: pass / fail chips and the pass@k curve
+    page.get_by_label("regex", exact=True).check()
+    page.locator("#ns-check-value textarea").fill(r"[aeiou]")
+    page.locator("#ns-check").click()
+    expect(page.locator("#ns-pass-plot .js-plotly-plot")).to_be_visible()
+    passed = page.locator("#ns-cards .ns-check-pass:visible").count()
+    failed = page.locator("#ns-cards .ns-check-fail:visible").count()
+    assert passed + failed == 8
+    expect(page.locator("#ns-check-summary")).to_contain_text(f"{passed} of 8 pass")
+    curve = page.evaluate("() => document.querySelector('#ns-pass-plot .js-plotly-plot').data[0].y")
+    assert len(curve) == 8 and curve == sorted(curve) and (curve[-1] == 1.0) == (passed > 0)
+    # Python code checks are off on this server: the page says so and refuses one
+    expect(page.locator("#ns-code-note")).to_contain_text("--allow-code-checks")
+    page.get_by_label("Python code").check()
+    page.locator("#ns-check-value textarea").fill("def check(text):\n    return True")
+    page.locator("#ns-check").click()
+    expect(page.locator("#ns-check-summary")).to_contain_text("Check refused")

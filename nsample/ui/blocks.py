@@ -6,8 +6,9 @@ from functools import partial
 
 import gradio as gr
 
+from nsample.cli import PageConfig
 from nsample.errors import NSampleError
-from nsample.ui import explore_events, handlers, link_events, render, sweep_events
+from nsample.ui import answer_events, explore_events, handlers, link_events, render, sweep_events
 from nsample.ui.api_help import api_base, api_markdown, api_snippet
 from nsample.ui.cards import reproduction_html, run_cards
 from nsample.ui.layout import Page, build_page
@@ -18,13 +19,16 @@ from nsample.ui.tree import RunTree
 PAGE_URL_JS = "() => [window.location.href, window.location.search]"
 
 
-def build_blocks(engine, key_required: bool = False, links: LinkStore | None = None) -> gr.Blocks:
+def build_blocks(engine, key_required: bool = False, links: LinkStore | None = None,
+                 page_config: PageConfig | None = None) -> gr.Blocks:
     """The nsample page for `engine`; mount it with gr.mount_gradio_app (see nsample.ui.mount). `links` keeps
-    the short links of requests too long for a URL (one bounded store per page by default)."""
+    the short links of requests too long for a URL (one bounded store per page by default); `page_config` holds
+    the page's options (Python code checks are off unless it allows them)."""
     max_n = min(UI_MAX_N, engine.config.max_n)
+    config = page_config or PageConfig()
     with gr.Blocks(title="nsample", delete_cache=(3600, 3600)) as demo:
-        page = build_page(engine.name, max_n)
-        _wire(demo, page, engine, key_required, links or LinkStore())
+        page = build_page(engine.name, max_n, answer_events.code_note(config))
+        _wire(demo, page, engine, key_required, links or LinkStore(), config)
     # no per-event queue of one: every engine event shares one limit (the engine's max_active, set in _wire),
     # the engine round-robins them with API requests, and the light events run outside the queue
     demo.queue(default_concurrency_limit=None)
@@ -35,13 +39,14 @@ def run_outputs(page: Page) -> list:
     """Every component a run's updates may touch."""
     ex = page.explore
     return [*page.grid.cards, *page.grid.columns, *page.grid.notes, *page.grid.button_rows, page.grid.order,
-            page.links.copy, page.links.url,
+            page.links.copy, page.links.url, page.answers.vote_plot, page.answers.majority, page.answers.pass_plot,
+            page.answers.check_summary,
             page.status, page.reproduction, page.headline, page.table, page.tokens_plot, page.similarity_plot,
             page.download_json, page.download_csv, page.download_pairs, ex.breadcrumb, ex.runs, ex.branch_note,
             ex.view_note, ex.shade, ex.compare_a, ex.compare_b, ex.compare, page.run, page.tree]
 
 
-def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool, links: LinkStore) -> None:
+def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool, links: LinkStore, config: PageConfig) -> None:
     on_engine = {"concurrency_id": "engine", "concurrency_limit": max(1, engine.config.max_active)}
     local = {"queue": False, "api_visibility": "private"}
     page.mode.change(_mode_visibility, page.mode, [page.system, page.user, page.prompt], **local)
@@ -51,13 +56,15 @@ def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool, links: LinkSt
 
     outputs, ex = run_outputs(page), page.explore
     view_inputs, view_outputs = [page.run, ex.sort, ex.k], [*page.grid.cards, page.grid.order, ex.view_note]
-    runs = [page.generate.click(_per_session(_generate, engine, page), [page.tree, *page.inputs, ex.blind], outputs,
+    more = [ex.blind, page.answers.extract, page.answers.pattern]  # after page.inputs: blind mode, the extractor
+    runs = [page.generate.click(_per_session(_generate, engine, page), [page.tree, *page.inputs, *more], outputs,
                                 api_name="generate", **on_engine)]
     for i, button in enumerate(page.grid.continue_buttons):
-        runs.append(button.click(_per_session(_continue, engine, page, i), [page.run, page.tree, *page.inputs, ex.blind],
+        runs.append(button.click(_per_session(_continue, engine, page, i), [page.run, page.tree, *page.inputs, *more],
                                  outputs, api_name=f"continue_{i}", api_visibility="undocumented", **on_engine))
-    for event in runs:  # the page's sort applies to every run once it has ended
-        event.then(partial(render.view, page), view_inputs, view_outputs, **local)
+    decide = answer_events.wire(page, config)
+    for event in runs:  # the page's sort, and the Answers panel's extractor and check, apply once a run has ended
+        decide(event.then(partial(render.view, page), view_inputs, view_outputs, **local))
     page.stop_button.click(partial(_stopped, page), [page.run, page.tree, ex.sort, ex.k], outputs, cancels=runs,
                            api_name="stop", api_visibility="undocumented")
     for i, button in enumerate(page.grid.reproduce_buttons):
@@ -67,8 +74,9 @@ def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool, links: LinkSt
     sweep_events.wire(page, engine, on_engine)
     loaded = demo.load(None, None, [page.page_url, page.links.query], js=PAGE_URL_JS)
     loaded.then(partial(_api_help, engine.name, key_required), page.page_url, [page.api_text, page.api_code], **local)
-    link_events.wire(page, engine, links, loaded, _per_session(_replay, engine, page), view_inputs, view_outputs,
-                     outputs, on_engine)
+    decide(link_events.wire(page, engine, links, loaded, _per_session(_replay, engine, page), view_inputs,
+                            view_outputs, outputs, on_engine))
+    loaded.then(None, js=answer_events.VOTE_FILTER_JS, **local)
 
 
 def _mode_visibility(mode):
@@ -87,14 +95,14 @@ def _api_help(model: str, key_required: bool, page_url: str):
 
 
 async def _generate(engine, page: Page, client: str | None, tree: RunTree | None, *values):
-    """A new root run from the inputs (page.inputs, then the blind box)."""
-    *values, blind = values
+    """A new root run from the inputs (page.inputs, then the blind box and the answer extractor)."""
+    *values, blind, preset, pattern = values
     try:
         spec = RunSpec.from_ui(*values)
         stream = handlers.generate(engine, spec, client=client)
     except NSampleError as e:
         raise gr.Error(e.message) from None
-    async for out in _stream(page, stream, tree or RunTree(), None, bool(blind)):
+    async for out in _stream(page, stream, tree or RunTree(), None, bool(blind), (preset, pattern)):
         yield out
 
 
@@ -114,17 +122,18 @@ async def _replay(engine, page: Page, client: str | None, link: Link | None, tre
 async def _continue(engine, page: Page, index: int, client: str | None, parent: Run | None, tree: RunTree | None,
                     *values):
     """n new choices continuing choice `index` of the shown run, up to the point picked in its card."""
-    *values, blind = values
+    *values, blind, preset, pattern = values
     try:
         spec, origin = handlers.branch(parent, index, RunSpec.from_ui(*values))
         stream = handlers.generate(engine, spec, client=client)
     except NSampleError as e:
         raise gr.Error(e.message) from None
-    async for out in _stream(page, stream, tree or RunTree(), origin, bool(blind)):
+    async for out in _stream(page, stream, tree or RunTree(), origin, bool(blind), (preset, pattern)):
         yield out
 
 
-async def _stream(page: Page, stream, tree: RunTree, origin: Origin | None, blind: bool = False):
+async def _stream(page: Page, stream, tree: RunTree, origin: Origin | None, blind: bool = False,
+                  extract: tuple[str, str] | None = None):
     """Stream a run into the cards (only changed ones), then show its report; a failure keeps the partial run."""
     run = None
     try:
@@ -136,6 +145,7 @@ async def _stream(page: Page, stream, tree: RunTree, origin: Origin | None, blin
                     run.origin = origin
                     run.blind = Blind.draw(len(run.cards)) if blind else None
                     out.update(render.started(page, tree.add(run), tree))
+                out.update(answer_events.live(page, run, extract))  # the votes so far
                 for card, html in zip(run.cards, run_cards(run)):
                     if shown.get(card.index) != html:
                         out[page.grid.cards[card.index]] = shown[card.index] = html

@@ -15,7 +15,7 @@ RATE_BUTTONS = [("up", "👍", "good"), ("down", "👎", "bad"), ("best", "★ b
 
 
 def card_html(card: Card | None, index: int = 0, mark: str = "", cut: int | None = None, rating: dict | None = None,
-              blind: str | None = None) -> str:
+              blind: str | None = None, chips: str = "", answer: str | None = None) -> str:
     """The card for one choice (None: a placeholder); a finished card's text is clickable spans, with its rating
     buttons under it. `blind` is the card's neutral label: no index, seed or logprobs are shown."""
     if card is None:
@@ -40,12 +40,13 @@ def card_html(card: Card | None, index: int = 0, mark: str = "", cut: int | None
     else:  # still streaming: plain text, re-sent at every update, stays small
         text = escape(card.text)
     rating = rating or {}
+    pills.append(chips)  # the Answers panel's answer and check chips
     if rating.get("best"):
         pills.append('<span class="ns-pill ns-best-pill">★ best</span>')
     marked = " ns-marked" if mark and not mark.startswith("rank") else ""
     marked += " ns-best" if rating.get("best") else ""
     label = escape(blind) if blind else f"#{card.index}"
-    blind_attr = ' data-blind="true"' if blind else ""
+    blind_attr = (' data-blind="true"' if blind else "") + ("" if answer is None else f' data-answer="{escape(answer)}"')
     return (f'<div class="ns-card{marked}" data-index="{card.index}" data-finish="{escape(finish)}"{blind_attr}>'
             f'<div class="ns-head"><span class="ns-index">{label}</span>{"".join(pills)}</div>'
             f'<div class="ns-text">{text}</div>{_rate_bar(rating) if card.finish_reason else ""}</div>')
@@ -56,8 +57,12 @@ def run_cards(run: Run) -> list[str]:
     a blind run's cards under their neutral labels, without marks."""
     blind = run.blind if run.blind is not None and not run.blind.revealed else None
     marks = {} if blind else getattr(run.view, "marks", {})
+    votes, checked = run.votes, run.checked
     return [card_html(c, mark=marks.get(c.index, ""), cut=run.cut[1] if run.cut and run.cut[0] == c.index else None,
-                      rating=run.ratings.of(c.index), blind=blind.label(c.index) if blind else None)
+                      rating=run.ratings.of(c.index), blind=blind.label(c.index) if blind else None,
+                      chips=(votes.chips.get(c.index, "") if votes else "")
+                      + (checked.chips.get(c.index, "") if checked else ""),
+                      answer=votes.keys.get(c.index) if votes else None)
             for c in run.cards]
 
 

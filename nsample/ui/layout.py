@@ -8,10 +8,12 @@ import gradio as gr
 
 from nsample.sampling_params import MAX_STOP
 from nsample.ui.panels import (
+    AnswersPanel,
     Explore,
     Grid,
     LinkBar,
     SweepTab,
+    build_answers,
     build_compare,
     build_explore_bar,
     build_grid,
@@ -50,6 +52,7 @@ class Page:
     grid: Grid
     explore: Explore
     reproduction: gr.HTML
+    answers: AnswersPanel
     table: gr.Dataframe
     tokens_plot: gr.Plot
     similarity_plot: gr.Plot
@@ -82,7 +85,7 @@ def load_examples(path: Path = EXAMPLES_FILE) -> tuple[list[list], list[str]]:
     return rows, [it.get("label", f"Example {i + 1}") for i, it in enumerate(items)]
 
 
-def build_page(model_name: str, max_n: int) -> Page:
+def build_page(model_name: str, max_n: int, code_note: str = "") -> Page:
     """Lay out the components inside the current gr.Blocks context."""
     n0 = min(UI_DEFAULT_N, max_n)
     gr.Markdown(f"# nsample\nOne prompt, **n** independently seeded choices, computed together by one engine "
@@ -124,6 +127,7 @@ def build_page(model_name: str, max_n: int) -> Page:
             links = build_link_bar()
             grid = build_grid(max_n, n0)
             reproduction = gr.HTML(elem_id="ns-repro")
+            answers = build_answers(code_note)
             explore = Explore(*bar, *build_compare())
             headline, tokens_plot, similarity_plot, table, download_json, download_csv, download_pairs = build_report()
         with gr.Tab("Sweep", elem_id="ns-sweep-tab"):
@@ -134,5 +138,6 @@ def build_page(model_name: str, max_n: int) -> Page:
         api_code = gr.Code(language="python", label="openai client", interactive=False, show_line_numbers=False,
                            elem_id="ns-api-code")
     return Page(mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop, logprobs, hint, generate,
-                stop_button, status, links, grid, explore, reproduction, table, tokens_plot, similarity_plot, headline,
-                download_json, download_csv, download_pairs, sweep, page_url, api_text, api_code, gr.State(None), gr.State(None))
+                stop_button, status, links, grid, explore, reproduction, answers, table, tokens_plot, similarity_plot,
+                headline, download_json, download_csv, download_pairs, sweep, page_url, api_text, api_code,
+                gr.State(None), gr.State(None))

@@ -16,13 +16,14 @@ SHOW_LINK_JS = ("(url) => { if (url) { window.history.replaceState(null, '', url
 
 
 def wire(page, engine, store: LinkStore, loaded, replay, view_inputs: list, view_outputs: list, run_outputs: list,
-         on_engine: dict) -> None:
-    """`loaded` is the page-load event that read the page's URL; `replay` runs a Link's request into the cards."""
+         on_engine: dict):
+    """`loaded` is the page-load event that read the page's URL; `replay` runs a Link's request into the cards.
+    Returns the last event of the replay."""
     links, local = page.links, {"queue": False, "api_visibility": "private"}
     links.copy.click(partial(_copy, page, store), [page.page_url, page.run], [links.url, links.note],
                      **local).then(None, links.url, None, js=SHOW_LINK_JS, **local)
     ex = page.explore
-    loaded.then(partial(_open, page, engine.name, store), links.query, [*page.inputs, links.note, links.link],
+    return loaded.then(partial(_open, page, engine.name, store), links.query, [*page.inputs, links.note, links.link],
                 **local).then(replay, [links.link, page.tree], run_outputs, api_visibility="private",
                               **on_engine).then(partial(_point, page), [page.run, links.link, ex.sort, ex.k],
                                                 view_outputs, **local)
@@ -55,11 +56,11 @@ def _open(page, model: str, store: LinkStore, query: str) -> dict:
 def _point(page, run: Run | None, link: Link | None, by: str, k) -> dict:
     """After the replay: the linked card's branch point picked again, and the page's sort applied."""
     if run is None or link is None or not run.ended:
-        return {page.status: gr.skip()}
+        return {page.explore.view_note: gr.skip()}
     if link.card is not None and 0 <= link.card < len(run.cards):
         text = run.cards[link.card].text
         run.cut = (link.card, link.cut if link.cut is not None and 0 <= link.cut <= len(text) else len(text))
-    return render.view(page, run, by, k) or {page.status: gr.skip()}
+    return render.view(page, run, by, k) or {page.explore.view_note: gr.skip()}
 
 
 def _typed(stop: str) -> str:

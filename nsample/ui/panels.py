@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from nsample.ui.cards import PICK_CUT_JS, card_html
+from nsample.ui.decide import CHECK_KINDS, EXTRACTORS
 from nsample.ui.ranking import SORTS
 from nsample.ui.sweep import MAX_POINTS
 
@@ -33,6 +34,24 @@ class Explore:
     compare_a: gr.Dropdown
     compare_b: gr.Dropdown
     compare: gr.HTML
+
+
+@dataclass
+class AnswersPanel:
+    extract: gr.Dropdown  # an extractor preset, "json:" (a field path) or "regex"
+    pattern: gr.Textbox  # the regex (group 1) or the JSON field path
+    majority: gr.Markdown
+    vote_plot: gr.Plot
+    check_kind: gr.Radio
+    check_value: gr.Textbox
+    check_button: gr.Button
+    code_note: gr.Markdown  # whether this server runs Python code checks, and under which limits
+    check_summary: gr.Markdown
+    pass_plot: gr.Plot
+
+    @property
+    def inputs(self) -> list:
+        return [self.extract, self.pattern, self.check_kind, self.check_value]
 
 
 @dataclass
@@ -75,6 +94,27 @@ def build_grid(max_n: int, n0: int) -> Grid:
             columns.append(col)
             rows.append(row)
     return Grid(columns, cards, reproduce, branch, order, notes, rows)
+
+
+def build_answers(code_note: str) -> AnswersPanel:
+    with gr.Accordion("Answers and checks", open=True, elem_id="ns-answers"):
+        with gr.Row(equal_height=True):
+            extract = gr.Dropdown(EXTRACTORS, value="last number", label="Answer extractor", scale=1,
+                                  elem_id="ns-extract")
+            pattern = gr.Textbox("", label="Regex (group 1 is the answer) or JSON field path", scale=2,
+                                 placeholder=r"e.g. answer is (\d+)   or   result.value", elem_id="ns-extract-pattern")
+        majority = gr.Markdown(elem_id="ns-majority")
+        vote_plot = gr.Plot(show_label=False, visible=False, elem_id="ns-vote-plot")
+        with gr.Row(equal_height=True):
+            kind = gr.Radio(list(CHECK_KINDS), value="none", label="Check each choice", scale=2,
+                            elem_id="ns-check-kind")
+            value = gr.Textbox(label="Expected answer, regex, JSON schema, or Python defining check(text) -> bool",
+                               lines=2, max_lines=12, scale=3, elem_id="ns-check-value")
+            button = gr.Button("Check", scale=0, min_width=100, elem_id="ns-check")
+        note = gr.Markdown(code_note, elem_id="ns-code-note")
+        summary = gr.Markdown(elem_id="ns-check-summary")
+        pass_plot = gr.Plot(show_label=False, visible=False, elem_id="ns-pass-plot")
+    return AnswersPanel(extract, pattern, majority, vote_plot, kind, value, button, note, summary, pass_plot)
 
 
 def build_link_bar() -> LinkBar:

@@ -31,7 +31,7 @@ def started(page, run: Run, tree: RunTree) -> dict:
             **_tree_updates(page, run, tree), **_card_extras(page, run), page.headline: "", page.status: status(run),
             page.reproduction: "", page.grid.order: _blind_order(run), ex.view_note: BLIND_NOTE if hidden(run) else "",
             ex.compare: "", page.run: run, page.tree: tree, page.links.copy: gr.Button(visible=False),
-            page.links.url: gr.Textbox("", visible=False),
+            page.links.url: gr.Textbox("", visible=False), **decided(page, None),
             page.download_json: gr.DownloadButton(visible=False), page.download_csv: gr.DownloadButton(visible=False)}
 
 
@@ -48,7 +48,8 @@ async def shown(page, run: Run, tree: RunTree) -> dict:
     ex, columns = page.explore, {col: gr.Column(visible=i < len(run.cards)) for i, col in enumerate(page.grid.columns)}
     common = {**cards, **columns, **_tree_updates(page, run, tree), **_card_extras(page, run), **pairs,
               page.status: status(run), page.headline: rep.headline, page.run: run, page.tree: tree,
-              page.links.copy: gr.Button(visible=not hidden(run)), page.links.url: gr.Textbox("", visible=False)}
+              page.links.copy: gr.Button(visible=not hidden(run)), page.links.url: gr.Textbox("", visible=False),
+              **decided(page, run)}
     if hidden(run):  # what would tell the cards apart waits for the reveal
         off = {c: gr.update(visible=False) for c in (page.table, page.tokens_plot, page.similarity_plot)}
         return {**common, **off, page.download_json: gr.DownloadButton(visible=False),
@@ -78,6 +79,16 @@ async def rated(page, run: Run, tree: RunTree) -> dict:
         json_path, _ = await asyncio.to_thread(write_exports, run, EXPORT_DIR / uuid.uuid4().hex, diversity, tree)
         out[page.download_json] = gr.DownloadButton(value=str(json_path), visible=True)
     return out
+
+
+def decided(page, run: Run | None) -> dict:
+    """The Answers panel for `run`: its vote chart and majority line, its pass@k curve and check summary."""
+    votes, checked = getattr(run, "votes", None), getattr(run, "checked", None)
+    a = page.answers
+    return {a.vote_plot: gr.update(value=votes.figure if votes else None, visible=votes is not None),
+            a.majority: votes.majority if votes else "",
+            a.pass_plot: gr.update(value=checked.figure if checked else None, visible=checked is not None),
+            a.check_summary: checked.summary if checked else ""}
 
 
 def view(page, run: Run | None, by: str, k) -> dict:

@@ -179,6 +179,8 @@ class Run:
     report: object = None  # the report.Report, computed once the run has ended
     ratings: Ratings = field(default_factory=Ratings)  # the person's 👍 / 👎, best and notes (ratings.py)
     blind: Blind | None = None  # set for a blind run: its shuffled order, revealed once a best card is picked
+    votes: object = None  # decide.Votes: each card's answer chip, the vote chart
+    checked: object = None  # decide.Checked: each card's pass / fail / error chip, the pass@k curve
 
     @classmethod
     def start(cls, spec: RunSpec, model: str, seeds: list[int], ids_reported: bool = True) -> "Run":

@@ -39,6 +39,10 @@ body.ns-shade .ns-tok[style] { background: rgba(239, 68, 68, calc((1 - var(--p))
            background: var(--background-fill-primary); cursor: pointer; }
 .ns-rate.ns-on { background: var(--color-accent-soft); border-color: var(--color-accent); font-weight: 600; }
 #ns-cards .ns-note textarea { font-size: 12px; }
+.ns-answer { color: var(--c); border-color: var(--c); font-weight: 600; }
+.ns-check-pass { color: #15803d; border-color: #15803d; }
+.ns-check-fail { color: #b91c1c; border-color: #b91c1c; }
+.ns-check-error { color: #b45309; border-color: #b45309; }
 .ns-branch { font-size: 14px; }
 .ns-prefix { white-space: pre-wrap; margin: 6px 0; padding: 6px 10px; border-left: 3px solid var(--color-accent);
              color: var(--body-text-color-subdued); }
