@@ -19,6 +19,7 @@ from nsample.quantize import on_blocks, quantize, resolve_quantize
 from nsample.request import Request
 from nsample.sampling_params import SamplingParams
 from nsample.scheduler import Scheduler
+from nsample.structured import Grammars
 from nsample.token_bytes import TokenBytes
 
 
@@ -48,8 +49,9 @@ class Engine(BaseEngine):
         self.kv_budget = self._kv_budget()  # bytes of KV cache, shared by all running requests
         self.scheduler = Scheduler(config, self.kv_budget)
         self.token_bytes = TokenBytes(tokenizer)  # each token's own bytes, for logprobs
+        self.grammars = Grammars(tokenizer, self.vocab_size, self.eos_ids)  # structured outputs
         self.runner = ModelRunner(model, tokenizer, config, self.eos_ids, self.vocab_size, self.shared_prefix,
-                                  self.token_bytes)
+                                  self.token_bytes, self.grammars)
         release_pool()  # loading and quantizing made this thread an OpenMP pool that would throttle the worker's
         self._worker = threading.Thread(target=self._loop, name="nsample-engine", daemon=True)
         self._worker.start()
@@ -62,6 +64,7 @@ class Engine(BaseEngine):
         if bad:
             raise InvalidRequest(f"Token id {bad[0]} in 'logit_bias' is outside the vocabulary "
                                  f"(0..{self.vocab_size - 1}).", param="logit_bias", code="invalid_value")
+        self.grammars.check(p)
         ids = prompt_ids(self.tokenizer, prompt, self.vocab_size)
         max_new = self._max_new(len(ids), p, prompt_param(prompt))
         req = Request(ids, p, self.seeds(p), max_new, self.name, client, prompt)

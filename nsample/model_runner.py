@@ -36,9 +36,10 @@ class Update:
 
 class ModelRunner:
     def __init__(self, model, tokenizer, config: EngineConfig, eos_ids: set[int], vocab: int, shared: bool,
-                 token_bytes):
+                 token_bytes, grammars=None):
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.eos_ids, self.vocab, self.shared, self.token_bytes = eos_ids, vocab, shared, token_bytes
+        self.grammars = grammars  # structured outputs' compiled grammars (nsample/structured.py)
         self.states: dict[Request, RequestState] = {}  # in admission order
         self.fused = fused_decode.build(model) if shared else None  # decode steps in C++ kernels, where they apply
 
@@ -48,7 +49,7 @@ class ModelRunner:
 
     def add(self, req: Request) -> None:
         self.states[req] = RequestState(req, self.model, self.tokenizer, self.eos_ids, self.vocab, self.shared,
-                                        self.config.decode_width)
+                                        self.config.decode_width, self.grammars)
 
     @torch.inference_mode()
     def step(self) -> list[Update]:

@@ -19,7 +19,7 @@ from nsample.token_bytes import token_text
 
 class RequestState:
     def __init__(self, req: Request, model, tokenizer, eos_ids: set[int], vocab: int, shared: bool,
-                 width: int | None):
+                 width: int | None, grammars=None):
         p, device = req.params, model.device
         self.req, self.device = req, device
         self.rows = [Row(g, [req.seeds[i] for i in g], req.prompt_ids, p, tokenizer, req.max_new, eos_ids)
@@ -34,6 +34,7 @@ class RequestState:
         self.slots = list(range(len(self.rows)))  # the cache row of each live row
         self.column: torch.Tensor | None = None  # (width,) the tokens to forward next, padded with 0
         self.counts = torch.zeros(len(self.rows), vocab, device=device) if _penalized(p) else None
+        self.grammar = grammars.matchers(p, len(self.rows)) if grammars is not None else None  # RowMatchers
         self.bias = None
         if p.logit_bias:
             ids, vals = zip(*p.logit_bias.items())
@@ -94,15 +95,20 @@ class RequestState:
             self.rows = []
             return events
         positions = torch.full((R,), self.generated, device=self.device)  # the index of the token drawn now
-        tokens = sampler.sample_rows(self.logits, p, self.seeds, positions, self.counts, self.bias)  # (R,)
+        allowed = self.grammar.allowed(self.device) if self.grammar is not None else None  # (R, V)
+        tokens = sampler.sample_rows(self.logits, p, self.seeds, positions, self.counts, self.bias, allowed)  # (R,)
         lps = _logprobs(self.logits, tokens, p.top_logprobs, token_bytes) if p.logprobs else [None] * R
-        events = [ev for row, tok, lp in zip(self.rows, tokens.tolist(), lps) for ev in row.append(tok, lp)]
+        complete = self.grammar.accept(tokens.tolist()) if self.grammar is not None else [False] * R
+        events = [ev for row, tok, lp, done in zip(self.rows, tokens.tolist(), lps, complete)
+                  for ev in row.append(tok, lp, done)]
         if self.counts is not None:
             self.counts.scatter_add_(1, tokens[:, None], torch.ones(R, 1, device=tokens.device))
         live = [i for i, r in enumerate(self.rows) if not r.finished]
         if len(live) < R:  # drop finished rows from the batch, and from the cache unless the width is fixed
             self.rows, tokens, self.seeds = [self.rows[i] for i in live], tokens[live], self.seeds[live]
             self.counts = self.counts[live] if self.counts is not None else None
+            if self.grammar is not None:
+                self.grammar.keep(live)
             if self.fixed:
                 self.slots = [self.slots[i] for i in live]
             elif live:

@@ -1,6 +1,6 @@
 """Sampling as small pure functions on tensors. R = rows in the batch, V = vocabulary size.
 
-Order (as in vLLM): penalties -> logit bias -> temperature -> top-k -> top-p -> min-p -> sample.
+Order (as in vLLM): grammar mask -> penalties -> logit bias -> temperature -> top-k -> top-p -> min-p -> sample.
 Sampling is the exponential race (argmax p / E with E ~ Exp(1) is an exact sample from p, the form of
 Gumbel-max vLLM uses). The E are counter-based: a hash of (the row's seed, the token's position in
 the row's output, the token id) - splitmix64 of (seed, position) gives the row's key, murmur3's fmix32
@@ -14,6 +14,11 @@ seed-contract test); the race flips only when the two best perturbed scores are 
 import functools
 
 import torch
+
+
+def apply_allowed(logits, allowed):
+    # allowed (R, V) bool: the tokens each row's grammar allows (nsample/structured.py); the others can never be drawn
+    return logits.masked_fill(~allowed, float("-inf"))
 
 
 def apply_penalties(logits, counts, presence, frequency, repetition):
@@ -120,11 +125,13 @@ def prompt_token_logprobs(raw_logits, next_ids, top_n: int):
     return chosen, ranks, top
 
 
-def sample_rows(logits, p, seeds, positions, counts=None, bias=None):
+def sample_rows(logits, p, seeds, positions, counts=None, bias=None, allowed=None):
     # logits (R, V) of one request's rows; p its SamplingParams; seeds, positions (R,) int64; counts (R, V) of
-    # generated tokens -> tokens (R,)
+    # generated tokens; allowed (R, V) bool of a grammar -> tokens (R,)
     R = logits.shape[0]
     full = lambda v: torch.full((R,), float(v), device=logits.device)  # noqa: E731
+    if allowed is not None:
+        logits = apply_allowed(logits, allowed)
     if counts is not None:
         logits = apply_penalties(logits, counts, full(p.presence_penalty), full(p.frequency_penalty),
                                  full(p.repetition_penalty))

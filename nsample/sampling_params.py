@@ -7,6 +7,7 @@ from nsample.errors import InvalidRequest
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_STOP = 4
 MAX_TOP_LOGPROBS = 20
+CONSTRAINTS = ("json_schema", "regex", "choice", "grammar")  # structured-output fields, at most one set
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,12 @@ class SamplingParams:
     top_logprobs: int = 0
     prompt_logprobs: int | None = None  # the prompt tokens' logprobs with this many alternatives each; None = off
     ignore_eos: bool = False
+    # structured outputs (nsample/structured.py), at most one: a JSON schema (a dict, or a pydantic model class),
+    # a regular expression, a list of strings to choose from, or a Lark grammar
+    json_schema: dict | None = None
+    regex: str | None = None
+    choice: tuple[str, ...] = ()
+    grammar: str | None = None
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -38,6 +45,10 @@ class SamplingParams:
             set_("stop", tuple(self.stop))
         if self.logit_bias is None:
             set_("logit_bias", {})
+        if hasattr(self.json_schema, "model_json_schema"):  # a pydantic model class
+            set_("json_schema", self.json_schema.model_json_schema())
+        if isinstance(self.choice, list):
+            set_("choice", tuple(self.choice))
         self._validate()
         if isinstance(self.logit_bias, dict):
             set_("logit_bias", {int(k): float(v) for k, v in self.logit_bias.items()})
@@ -59,6 +70,12 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    @property
+    def constraint(self) -> tuple[str, object] | None:
+        """The structured-output field that is set and its value, or None."""
+        given = [(k, getattr(self, k)) for k in CONSTRAINTS if getattr(self, k) not in (None, ())]
+        return given[0] if given else None
 
     def _validate(self):
         _int("n", self.n, lo=1)
@@ -103,6 +120,21 @@ class SamplingParams:
             _int("prompt_logprobs", self.prompt_logprobs, lo=0, hi=MAX_TOP_LOGPROBS)
         if not isinstance(self.ignore_eos, bool):
             raise InvalidRequest("'ignore_eos' must be a boolean.", param="ignore_eos", code="invalid_type")
+        self._validate_structured()
+
+    def _validate_structured(self):
+        given = [k for k in CONSTRAINTS if getattr(self, k) not in (None, ())]
+        if len(given) > 1:
+            raise InvalidRequest(f"Give at most one structured-output constraint, got {' and '.join(given)}.",
+                                 param=given[1], code="invalid_value")
+        if self.json_schema is not None and not isinstance(self.json_schema, dict):
+            raise InvalidRequest("'json_schema' must be a JSON schema object.", param="json_schema",
+                                 code="invalid_type")
+        for name in ("regex", "grammar"):
+            if getattr(self, name) is not None and not (isinstance(getattr(self, name), str) and getattr(self, name)):
+                raise InvalidRequest(f"'{name}' must be a non-empty string.", param=name, code="invalid_type")
+        if not isinstance(self.choice, tuple) or not all(isinstance(c, str) and c for c in self.choice):
+            raise InvalidRequest("'choice' must be a list of non-empty strings.", param="choice", code="invalid_type")
 
 
 def _int(name: str, v, lo: int | None = None, hi: int | None = None):

@@ -21,8 +21,9 @@ class Row:
     def finished(self) -> bool:
         return self.finish_reason is not None
 
-    def append(self, token: int, logprob: TokenLogprob | None) -> list[StreamEvent]:
-        """Take one sampled token; return the events it makes, one per choice this row serves."""
+    def append(self, token: int, logprob: TokenLogprob | None, complete: bool = False) -> list[StreamEvent]:
+        """Take one sampled token; return the events it makes, one per choice this row serves. `complete`: the
+        row's grammar allows nothing after this token, so the row stops here."""
         self.token_ids.append(token)
         if logprob is not None:
             self.logprobs.append(logprob)
@@ -30,6 +31,8 @@ class Row:
             self.finish_reason, self.stop_reason = "stop", token
         elif (hit := self.detok.add(token)) is not None:
             self.finish_reason, self.stop_reason = "stop", hit
+        elif complete:
+            self.finish_reason = "stop"
         elif len(self.token_ids) >= self.max_new:
             self.finish_reason = "length"
         delta = self.detok.delta(final=self.finished)

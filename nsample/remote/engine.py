@@ -87,6 +87,9 @@ class RemoteEngine(BaseEngine):
             raise InvalidRequest("Prompt logprobs ('echo' with 'logprobs', or 'prompt_logprobs') need a local "
                                  "engine; this one relays to an upstream server.", param="prompt_logprobs",
                                  code="unsupported_parameter")
+        if (c := p.constraint) is not None:
+            raise InvalidRequest("Structured outputs need a local engine; this one relays to an upstream server.",
+                                 param=c[0], code="unsupported_parameter")
         prompt = check_prompt(prompt)
         ids = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], int) else []
         req = Request(ids, p, self.seeds(p), p.max_tokens or 0, self.name, client, prompt)

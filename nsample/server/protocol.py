@@ -8,7 +8,8 @@ so that a typo or an unimplemented feature never silently changes nothing):
   are accepted only at a neutral value (null, [], "none", {"type": "text"}); any other value is a 400 that names
   the parameter, code "unsupported_parameter";
 * extensions that nsample implements, named as in vLLM: top_k, min_p, repetition_penalty, ignore_eos,
-  prompt_logprobs;
+  prompt_logprobs, and structured outputs as guided_json / guided_regex / guided_choice / guided_grammar or
+  structured_outputs {json, regex, choice, grammar}, besides OpenAI's response_format (on both endpoints);
 * any other key is a 400, code "unknown_parameter". `model` may be omitted (it defaults to the served model, as in
   vLLM); any other name is a 404.
 Types are strict, as at OpenAI: n given as 1.5, "2" or true is a 400 invalid_type, not coerced.
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nsample.errors import InvalidRequest
 from nsample.prompts import Chat
-from nsample.sampling_params import SamplingParams
+from nsample.sampling_params import CONSTRAINTS, SamplingParams
 
 MAX_BEST_OF = 20  # OpenAI's limit for best_of
 MAX_COMPLETION_LOGPROBS = 5  # OpenAI's limit for the legacy integer `logprobs`
@@ -53,6 +54,28 @@ class StreamOptions(Strict):
     include_obfuscation: bool | None = None  # accepted; nsample adds no obfuscation padding
 
 
+class JSONSchemaFormat(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", populate_by_name=True)
+    name: str
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(Strict):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchemaFormat | None = None
+
+
+class StructuredOutputs(Strict):
+    """vLLM's structured_outputs: at most one of them."""
+
+    json_: dict[str, Any] | None = Field(default=None, alias="json")
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+
+
 class OpenAIRequest(Strict):
     """What both endpoints share; subclasses declare `stream`, `stream_options` and the sampling fields."""
 
@@ -63,6 +86,37 @@ class OpenAIRequest(Strict):
     repetition_penalty: float | None = None
     ignore_eos: bool | None = None
     prompt_logprobs: int | None = None  # the prompt tokens' logprobs, each with this many alternatives
+    response_format: ResponseFormat | None = None  # OpenAI's on chat; on completions as in vLLM
+    structured_outputs: StructuredOutputs | None = None
+    guided_json: dict[str, Any] | None = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
+
+    def structured(self) -> tuple[dict, str | None]:
+        """The request's structured-output constraint as SamplingParams fields, and the field the client named it
+        in (for errors); the fields are checked there, at most one constraint in all."""
+        given: list[tuple[str, str, object]] = []  # (client's field, SamplingParams field, value)
+        fmt = self.response_format
+        if fmt is not None and fmt.type == "json_object":
+            given.append(("response_format", "json_schema", {"type": "object"}))
+        elif fmt is not None and fmt.type == "json_schema":
+            if fmt.json_schema is None:
+                raise InvalidRequest("'response_format' of type 'json_schema' needs a 'json_schema' object.",
+                                     param="response_format", code="invalid_value")
+            given.append(("response_format", "json_schema", fmt.json_schema.schema_ or {"type": "object"}))
+        vllm = self.structured_outputs or StructuredOutputs()
+        for field, name, value in [("json", "json_schema", vllm.json_), ("regex", "regex", vllm.regex),
+                                   ("choice", "choice", vllm.choice), ("grammar", "grammar", vllm.grammar)]:
+            if value is not None:
+                given.append((f"structured_outputs.{field}", name, value))
+        for name in ("json", "regex", "choice", "grammar"):
+            if (value := getattr(self, f"guided_{name}")) is not None:
+                given.append((f"guided_{name}", "json_schema" if name == "json" else name, value))
+        if len(given) > 1:
+            raise InvalidRequest(f"Give at most one structured-output constraint, got {given[0][0]} and "
+                                 f"{given[1][0]}.", param=given[1][0], code="invalid_value")
+        return ({given[0][1]: given[0][2]}, given[0][0]) if given else ({}, None)
 
     @property
     def include_usage(self) -> bool:
@@ -80,15 +134,36 @@ class OpenAIRequest(Strict):
 
     def sampling(self, **kw) -> SamplingParams:
         self.check_supported()
-        given = {k: getattr(self, k) for k in SHARED} | kw
-        return SamplingParams(**{k: v for k, v in given.items() if v is not None})
+        constraint, field = self.structured()
+        given = {k: getattr(self, k) for k in SHARED} | constraint | kw
+        try:
+            return SamplingParams(**{k: v for k, v in given.items() if v is not None})
+        except InvalidRequest as e:
+            raise renamed(e, field) from None
+
+
+    def name_error(self, e):
+        """An engine error about the structured-output constraint (a grammar that does not compile), naming the
+        field the client sent it in."""
+        try:
+            field = self.structured()[1]
+        except InvalidRequest:
+            return e
+        return renamed(e, field) if isinstance(e, InvalidRequest) else e
+
+
+def renamed(e: InvalidRequest, field: str | None) -> InvalidRequest:
+    """An error about the structured-output constraint, naming the field the client sent it in."""
+    if field is not None and e.param in CONSTRAINTS:
+        e.param = field
+    return e
 
 
 class ChatCompletionRequest(OpenAIRequest):
     # Ordered by the OpenAI API reference: https://platform.openai.com/docs/api-reference/chat/create
     NEUTRAL = {"audio": (None,), "function_call": (None, "none", "auto"), "functions": (None, []),
                "modalities": (None, ["text"]), "prediction": (None,), "reasoning_effort": (None,),
-               "response_format": (None, {"type": "text"}), "tool_choice": (None, "none", "auto"),
+               "tool_choice": (None, "none", "auto"),
                "tools": (None, []), "verbosity": (None,), "web_search_options": (None,)}
     messages: list[ChatMessage] = Field(min_length=1)
     model: str | None = None
@@ -108,7 +183,6 @@ class ChatCompletionRequest(OpenAIRequest):
     presence_penalty: float | None = None
     prompt_cache_key: str | None = None
     reasoning_effort: Any = None
-    response_format: Any = None
     safety_identifier: str | None = None
     seed: int | None = None
     service_tier: str | None = None

@@ -46,7 +46,7 @@ class OpenAIServing:
             self._check_model(req.model)
             reqs = self._submit([req.prompt()], req.to_sampling_params(), client)
         except NSampleError as e:
-            return e
+            return req.name_error(e)
         head = self._head("chatcmpl")
         if req.stream:
             return await self._started(reqs) or Body(chat.stream(head, reqs[0], req.include_usage,
@@ -65,7 +65,7 @@ class OpenAIServing:
             echoes = [self._text(p) if req.echo else "" for p in prompts]
             reqs = self._submit(prompts, params, client)
         except NSampleError as e:
-            return e
+            return req.name_error(e)
         head = self._head("cmpl")
         shape = completions.Shape(req.n or 1, echoes, req.logprobs, req.prompt_logprobs,
                                   getattr(self.engine, "token_bytes", None))
