@@ -1,8 +1,9 @@
 """Side by side on this CPU: xgrammar and llguidance constraining the embedded model's vocabulary to a JSON schema.
 
 For each library: the time to build its tokenizer view, to compile the schema, and per decode step for n rows the
-time to compute the n token masks and apply them to (n, V) logits, walking each row through the same valid JSON
-text token by token (what a running request does). Each library in its own process, one after the other.
+time to compute the n token bitmasks and apply them to (n, V) logits (unpacked as the engine does,
+`structured.unpack_bitmask`), walking each row through the same valid JSON text token by token (what a running
+request does); the first step apart, as it includes lazy set-up. Each library in its own process, in turn.
 """
 import argparse
 import json
@@ -22,6 +23,8 @@ TEXT = '{"name": "Ada Lovelace", "age": 36, "tags": ["math", "engines"], "city":
 def run(library: str, n: int) -> dict:
     import torch
 
+    from nsample import sampler
+    from nsample.structured import unpack_bitmask
     from nsample.tiny_model import tiny_model
 
     tokenizer = tiny_model()[1]
@@ -38,7 +41,6 @@ def run(library: str, n: int) -> dict:
         matchers = [xgr.GrammarMatcher(compiled) for _ in range(n)]
         mask = xgr.allocate_token_bitmask(n, vocab)
         fill = lambda i, m: m.fill_next_token_bitmask(mask, i)  # noqa: E731
-        apply = lambda logits: xgr.apply_token_bitmask_inplace(logits, mask)  # noqa: E731
         accept = lambda m, t: m.accept_token(t)  # noqa: E731
     else:
         import llguidance
@@ -52,21 +54,22 @@ def run(library: str, n: int) -> dict:
         t2 = time.perf_counter()
         mask = llguidance.torch.allocate_token_bitmask(n, vocab)
         fill = lambda i, m: llguidance.torch.fill_next_token_bitmask(m, mask, i)  # noqa: E731
-        apply = lambda logits: llguidance.torch.apply_token_bitmask_inplace(logits, mask)  # noqa: E731
         accept = lambda m, t: m.consume_token(t)  # noqa: E731
+    apply = lambda logits: sampler.apply_allowed(logits, unpack_bitmask(mask, vocab))  # noqa: E731
     steps = []
     for tok in ids:
         logits = torch.randn(n, vocab)
         s0 = time.perf_counter()
         for i, m in enumerate(matchers):
             fill(i, m)
-        apply(logits)
+        logits = apply(logits)
         steps.append(time.perf_counter() - s0)
         assert torch.isfinite(logits[:, tok]).all(), "the valid text's token was masked"
         for m in matchers:
             assert accept(m, tok) is not False
     return {"library": library, "tokenizer_s": t1 - t0, "compile_s": t2 - t1, "tokens": len(ids),
-            "step_ms_median": 1e3 * statistics.median(steps), "step_ms_max": 1e3 * max(steps)}
+            "first_ms": 1e3 * steps[0], "step_ms_median": 1e3 * statistics.median(steps[1:]),
+            "step_ms_max": 1e3 * max(steps[1:])}
 
 
 def main() -> None:
@@ -78,13 +81,14 @@ def main() -> None:
         print(json.dumps(run(args.one, args.n)))
         return
     print(f"JSON schema mask per decode step, n={args.n} rows, vocabulary of the embedded model")
-    print(f"{'library':>11} | {'tokenizer s':>11} | {'compile s':>9} | {'step ms (median)':>16} | {'step ms (max)':>13}")
+    print(f"{'library':>11} | {'tokenizer s':>11} | {'compile s':>9} | {'first step ms':>13} | "
+          f"{'step ms (median)':>16} | {'step ms (max)':>13}")
     for library in ("xgrammar", "llguidance"):
         out = subprocess.run([sys.executable, __file__, "--one", library, "--n", str(args.n)], capture_output=True,
                              text=True, check=True).stdout.strip().splitlines()[-1]
         r = json.loads(out)
-        print(f"{library:>11} | {r['tokenizer_s']:11.2f} | {r['compile_s']:9.3f} | {r['step_ms_median']:16.2f} | "
-              f"{r['step_ms_max']:13.2f}")
+        print(f"{library:>11} | {r['tokenizer_s']:11.2f} | {r['compile_s']:9.3f} | {r['first_ms']:13.2f} | "
+              f"{r['step_ms_median']:16.2f} | {r['step_ms_max']:13.2f}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import pytest
 from api_helpers import idle, wait_until
 from live_server import live_server
 
-from nsample.errors import NSampleError
+from nsample.errors import InvalidRequest, NSampleError
 from nsample.remote import RemoteConfig, RemoteEngine, UpstreamError
 from nsample.server import ServerConfig, create_app
 
@@ -216,3 +216,12 @@ def test_relayed_choices_count_their_tokens(native_engine, fanout_engine, clean,
         assert exact.to_dataframe()["completion_tokens"].tolist() == [len(c.token_ids) for c in local.choices]
         counted = engine.generate(HELLO, n=4, seed=11, max_tokens=8).to_dataframe()["completion_tokens"]
         assert all(0 < k <= len(c.token_ids) for k, c in zip(counted, local.choices))
+
+
+@pytest.mark.parametrize("kwargs,param", [({"prompt_logprobs": 1}, "prompt_logprobs"),
+                                          ({"json_schema": {"type": "object"}}, "json_schema"),
+                                          ({"regex": "[a-z]+"}, "regex")])
+def test_what_an_upstream_may_lack_is_refused_not_dropped(native_engine, kwargs, param):
+    with pytest.raises(InvalidRequest) as e:
+        native_engine.submit("Hello", max_tokens=2, **kwargs)
+    assert e.value.param == param and e.value.code == "unsupported_parameter"
