@@ -54,7 +54,8 @@ def test_blind_mode_hides_seeds_until_a_best_pick_and_the_pair_is_exported(page)
     expect(page.locator(f"#ns-cards .ns-card[data-index='{good_index}'] .ns-seed")).to_have_text(
         f"seed {700 + good_index}")
     expect(page.get_by_role("button", name="Reproduce #0", exact=True)).to_be_visible()
-    page.locator(f"#ns-note-{good_index} textarea").press_sequentially("the one to keep")  # typed: fill() sends no input
+    # typed: fill() sends no input event
+    page.locator(f"#ns-note-{good_index} textarea").press_sequentially("the one to keep")
     expect(page.locator("#ns-download-pairs")).to_contain_text("3 rows")  # best against the three others
     with page.expect_download() as download:
         page.locator("#ns-download-pairs").click()
@@ -114,7 +115,10 @@ def chips(page) -> list[tuple[str, int]]:
 
 def click_bar(page, i: int) -> None:
     """A mouse click on bar i (plotly takes clicks on its drag layer, over the bars)."""
-    box = page.locator("#ns-vote-plot .bars .point path").nth(i).bounding_box()
+    bar = page.locator("#ns-vote-plot .bars .point path").nth(i)
+    bar.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)  # the page settles (cards hidden or shown move the chart), and no double click
+    box = bar.bounding_box()
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
 
 
@@ -156,3 +160,26 @@ def test_votes_chips_bar_filter_checks_and_pass_at_k(page):
     page.locator("#ns-check-value textarea").fill("def check(text):\n    return True")
     page.locator("#ns-check").click()
     expect(page.locator("#ns-check-summary")).to_contain_text("Check refused")
+
+
+def test_a_tokens_alternative_branches(page):
+    page.locator("#ns-logprobs input").check()
+    ask(page, n=2, max_tokens=10, user="Name a colour.", seed=5)
+    card = page.locator("#ns-cards .ns-card[data-index='0']")
+    token = card.locator(".ns-tok[data-tok]").nth(2)
+    start = int(token.get_attribute("data-start"))
+    before = card.locator(".ns-text").inner_text()
+    token.click()
+    panel = page.locator("#ns-alternatives")
+    expect(panel.locator("button[data-alt]")).to_have_count(5)
+    expect(panel).to_contain_text("Token 2 of #0")
+    pick = panel.locator("button[data-alt]:not(.ns-sampled):not([disabled])").first
+    picked = pick.locator("code").inner_text()  # the token as Python writes it: 'text'
+    pick.click()
+    note = page.locator("#ns-branch-note")
+    expect(note).to_contain_text("continues choice #0 of run 1")
+    expect(page.locator("#ns-status")).to_contain_text("Done: 2 choices")
+    expect(page.locator("#ns-breadcrumb")).to_contain_text(f"at {start} chars, then {picked}")
+    prefix = note.locator(".ns-prefix").inner_text()
+    assert prefix.strip().startswith(before[:start].strip()) or not before[:start].strip()
+    expect(visible_cards(page)).to_have_count(2)

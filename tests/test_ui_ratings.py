@@ -47,7 +47,8 @@ def test_best_and_up_against_down_and_unrated(run):
     pairs = ratings.run_pairs(run)
     assert pairs[["chosen_index", "rejected_index"]].values.tolist() == [[0, 1], [0, 3], [2, 1], [2, 3]]
     row = pairs.iloc[2]
-    assert row["prompt"] == SPEC.engine_prompt and row["chosen"] == [{"role": "assistant", "content": run.cards[2].text}]
+    assert row["prompt"] == SPEC.engine_prompt
+    assert row["chosen"] == [{"role": "assistant", "content": run.cards[2].text}]
     assert row["chosen_seed"] == 102 and row["rejected_seed"] == 101 and row["chosen_note"] == "right answer"
     assert row["settings"]["seed"] == 100 and row["run"] == run.id and row["model"] == run.model
 

@@ -11,13 +11,15 @@ from nsample.ui import decide, render
 from nsample.ui.cards import run_cards
 from nsample.ui.run import Run
 
-# a click on a bar of the vote chart shows only the cards with that answer; a second click (or Generate) shows all
+# a click on a bar of the vote chart shows only the cards with that answer; a second click, a double click
+# or Generate shows all
 VOTE_FILTER_JS = """() => {
   const clear = () => { const st = document.getElementById('ns-answer-filter'); if (st) { st.textContent = '';
     st.dataset.key = ''; } };
   const bind = () => document.querySelectorAll('#ns-vote-plot .js-plotly-plot').forEach((gd) => {
     if (gd.__nsBound || !gd.on) return;
     gd.__nsBound = true;
+    gd.on('plotly_doubleclick', clear);  // a quick second click on a bar is a double click to plotly
     gd.on('plotly_click', (ev) => {
       const key = String(ev.points[0].customdata);
       let st = document.getElementById('ns-answer-filter');

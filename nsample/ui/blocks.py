@@ -43,7 +43,7 @@ def run_outputs(page: Page) -> list:
             page.answers.check_summary,
             page.status, page.reproduction, page.headline, page.table, page.tokens_plot, page.similarity_plot,
             page.download_json, page.download_csv, page.download_pairs, ex.breadcrumb, ex.runs, ex.branch_note,
-            ex.view_note, ex.shade, ex.compare_a, ex.compare_b, ex.compare, page.run, page.tree]
+            ex.view_note, ex.shade, ex.compare_a, ex.compare_b, ex.compare, ex.alternatives, page.run, page.tree]
 
 
 def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool, links: LinkStore, config: PageConfig) -> None:
@@ -62,6 +62,8 @@ def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool, links: LinkSt
     for i, button in enumerate(page.grid.continue_buttons):
         runs.append(button.click(_per_session(_continue, engine, page, i), [page.run, page.tree, *page.inputs, *more],
                                  outputs, api_name=f"continue_{i}", api_visibility="undocumented", **on_engine))
+    runs.append(ex.alternatives.select(_alternative_picked(engine, page), [page.run, page.tree, *page.inputs, *more],
+                                       outputs, api_visibility="private", **on_engine))
     decide = answer_events.wire(page, config)
     for event in runs:  # the page's sort, and the Answers panel's extractor and check, apply once a run has ended
         decide(event.then(partial(render.view, page), view_inputs, view_outputs, **local))
@@ -130,6 +132,25 @@ async def _continue(engine, page: Page, index: int, client: str | None, parent: 
         raise gr.Error(e.message) from None
     async for out in _stream(page, stream, tree or RunTree(), origin, bool(blind), (preset, pattern)):
         yield out
+
+
+def _alternative_picked(engine, page: Page):
+    async def branch(request: gr.Request, evt: gr.EventData, parent: Run | None, tree: RunTree | None,
+                     *values):
+        """A click on one of a token's alternatives: n new choices from the text before it plus that token."""
+        *values, blind, preset, pattern = values
+        alternative = int((getattr(evt, "_data", None) or {}).get("alt", -1))
+        client = f"page:{request.session_hash}" if request is not None and request.session_hash else None
+        try:
+            index = parent.alternatives[0] if parent is not None and parent.alternatives else -1
+            spec, origin = handlers.branch_at_token(parent, index, alternative, RunSpec.from_ui(*values))
+            stream = handlers.generate(engine, spec, client=client)
+        except NSampleError as e:
+            raise gr.Error(e.message) from None
+        async for out in _stream(page, stream, tree or RunTree(), origin, bool(blind), (preset, pattern)):
+            yield out
+
+    return branch
 
 
 async def _stream(page: Page, stream, tree: RunTree, origin: Origin | None, blind: bool = False,

@@ -10,7 +10,8 @@ from nsample.ui.token_spans import spans_html
 PICK_CUT_JS = ("element.addEventListener('click', (e) => { const r = e.target.closest('[data-rate]');"
                " if (r) { trigger('select', {rate: r.dataset.rate}); return; }"
                " const s = e.target.closest('[data-end]');"
-               " if (s) trigger('select', {cut: Number(s.dataset.end)}); });")
+               " if (s) trigger('select', {cut: Number(s.dataset.end), tok: s.dataset.tok === undefined ? -1 :"
+               " Number(s.dataset.tok), start: Number(s.dataset.start || 0)}); });")
 RATE_BUTTONS = [("up", "👍", "good"), ("down", "👎", "bad"), ("best", "★ best", "the best of these cards")]
 
 
@@ -46,7 +47,8 @@ def card_html(card: Card | None, index: int = 0, mark: str = "", cut: int | None
     marked = " ns-marked" if mark and not mark.startswith("rank") else ""
     marked += " ns-best" if rating.get("best") else ""
     label = escape(blind) if blind else f"#{card.index}"
-    blind_attr = (' data-blind="true"' if blind else "") + ("" if answer is None else f' data-answer="{escape(answer)}"')
+    blind_attr = ' data-blind="true"' if blind else ""
+    blind_attr += "" if answer is None else f' data-answer="{escape(answer)}"'
     return (f'<div class="ns-card{marked}" data-index="{card.index}" data-finish="{escape(finish)}"{blind_attr}>'
             f'<div class="ns-head"><span class="ns-index">{label}</span>{"".join(pills)}</div>'
             f'<div class="ns-text">{text}</div>{_rate_bar(rating) if card.finish_reason else ""}</div>')

@@ -6,6 +6,7 @@ from functools import partial
 import gradio as gr
 
 from nsample.ui import ratings, render
+from nsample.ui.alternatives import alternatives_html
 from nsample.ui.cards import run_cards
 from nsample.ui.compare import compare_html
 from nsample.ui.run import Run
@@ -50,7 +51,12 @@ def _card_click(page, index: int):
         if not 0 <= cut <= len(run.cards[index].text):
             return {page.status: gr.skip()}
         run.cut = (index, cut)
-        return dict(zip(page.grid.cards, run_cards(run)))
+        out = dict(zip(page.grid.cards, run_cards(run)))
+        tok, logprobs = int(data.get("tok", -1)), run.cards[index].logprobs
+        if 0 <= tok < len(logprobs) and logprobs[tok].top and not ratings.hidden(run):
+            run.alternatives = (index, tok, max(0, min(int(data.get("start", 0)), cut)))
+            out[page.explore.alternatives] = gr.HTML(alternatives_html(run), visible=True)
+        return out
 
     return card_click
 

@@ -88,6 +88,22 @@ def branch(parent: Run | None, index: int, settings: RunSpec) -> tuple[RunSpec, 
     return settings.continued(parent.spec, text[:cut]), Origin(parent.id, index, cut, text[:cut])
 
 
+def branch_at_token(parent: Run | None, index: int, alternative: int, settings: RunSpec) -> tuple[RunSpec, Origin]:
+    """n new choices continuing choice `index` of `parent` from the token picked in its card (parent.alternatives),
+    with that token replaced by its `alternative`-th most likely one (from the engine's top_logprobs)."""
+    if parent is None or not parent.ended or parent.alternatives is None or parent.alternatives[0] != index:
+        raise InvalidRequest("Click a token in a finished card (logprobs on) to see its alternatives first.",
+                             param="index")
+    _, token, start = parent.alternatives
+    top = parent.cards[index].logprobs[token].top
+    if not 0 <= alternative < len(top):
+        raise InvalidRequest(f"That token has {len(top)} alternatives; there is no #{alternative}.", param="index")
+    text = top[alternative][1]
+    kept = parent.cards[index].text[:start]
+    return (settings.continued(parent.spec, kept + text),
+            Origin(parent.id, index, start, kept + text, token=text))
+
+
 def greedy_hint(temperature: float, n: int) -> str:
     """A note for temperature 0 with n > 1: every choice is the argmax path, so all n are identical."""
     if temperature == 0 and int(n) > 1:

@@ -7,6 +7,7 @@ from pathlib import Path
 import gradio as gr
 
 from nsample.sampling_params import MAX_STOP
+from nsample.ui.alternatives import PICK_ALTERNATIVE_JS
 from nsample.ui.panels import (
     AnswersPanel,
     Explore,
@@ -126,9 +127,10 @@ def build_page(model_name: str, max_n: int, code_note: str = "") -> Page:
             status = gr.Markdown(elem_id="ns-status")
             links = build_link_bar()
             grid = build_grid(max_n, n0)
+            alternatives = gr.HTML(visible=False, elem_id="ns-alternatives", js_on_load=PICK_ALTERNATIVE_JS)
             reproduction = gr.HTML(elem_id="ns-repro")
             answers = build_answers(code_note)
-            explore = Explore(*bar, *build_compare())
+            explore = Explore(*bar, *build_compare(), alternatives)
             headline, tokens_plot, similarity_plot, table, download_json, download_csv, download_pairs = build_report()
         with gr.Tab("Sweep", elem_id="ns-sweep-tab"):
             sweep = build_sweep_tab()

@@ -34,6 +34,7 @@ class Explore:
     compare_a: gr.Dropdown
     compare_b: gr.Dropdown
     compare: gr.HTML
+    alternatives: gr.HTML  # a clicked token's top alternatives, each a button that branches from it
 
 
 @dataclass
@@ -142,9 +143,10 @@ def build_explore_bar(max_n: int) -> tuple:
                             scale=1, elem_id="ns-blind")
     view_note = gr.Markdown(elem_id="ns-view-note")
     gr.Markdown("<sub>Click a word in a finished card to pick where **Continue** cuts it (default: the whole "
-                "text); Continue runs n new choices from there with the settings above. Rate cards with 👍 / 👎 "
-                "and ★ best: **Download preference pairs** writes best or 👍 against 👎 and unrated, for every rated "
-                "run of this page.</sub>")
+                "text); Continue runs n new choices from there with the settings above. With logprobs on, the "
+                "click also shows that token's alternatives: pick one to branch from it. Rate cards with 👍 / 👎 "
+                "and ★ best: **Download preference pairs** writes best or 👍 against 👎 and unrated, for each "
+                "rated run of this page.</sub>")
     return breadcrumb, runs, branch_note, sort, k, shade, blind, view_note
 
 

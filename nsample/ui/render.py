@@ -9,6 +9,7 @@ from pathlib import Path
 import gradio as gr
 
 from nsample.ui import report
+from nsample.ui.alternatives import alternatives_html
 from nsample.ui.cards import run_cards
 from nsample.ui.compare import compare_html
 from nsample.ui.export import prune_exports, usage_table, write_exports
@@ -32,6 +33,7 @@ def started(page, run: Run, tree: RunTree) -> dict:
             page.reproduction: "", page.grid.order: _blind_order(run), ex.view_note: BLIND_NOTE if hidden(run) else "",
             ex.compare: "", page.run: run, page.tree: tree, page.links.copy: gr.Button(visible=False),
             page.links.url: gr.Textbox("", visible=False), **decided(page, None),
+            ex.alternatives: gr.HTML(visible=False),
             page.download_json: gr.DownloadButton(visible=False), page.download_csv: gr.DownloadButton(visible=False)}
 
 
@@ -49,6 +51,8 @@ async def shown(page, run: Run, tree: RunTree) -> dict:
     common = {**cards, **columns, **_tree_updates(page, run, tree), **_card_extras(page, run), **pairs,
               page.status: status(run), page.headline: rep.headline, page.run: run, page.tree: tree,
               page.links.copy: gr.Button(visible=not hidden(run)), page.links.url: gr.Textbox("", visible=False),
+              ex.alternatives: gr.HTML(alternatives_html(run),
+                                       visible=run.alternatives is not None and not hidden(run)),
               **decided(page, run)}
     if hidden(run):  # what would tell the cards apart waits for the reveal
         off = {c: gr.update(visible=False) for c in (page.table, page.tokens_plot, page.similarity_plot)}

@@ -16,6 +16,7 @@ DEFAULTS = SamplingParams()
 UI_MAX_N = 16  # cards on the page; the engine's own max_n still applies
 UI_DEFAULT_N = 4  # the page is about n > 1, so it starts above the API default of 1
 UI_DEFAULT_MAX_TOKENS = 128  # the API default (None = fill the context) is too long to watch
+TOP_ALTERNATIVES = 5  # with logprobs on, each token's most likely alternatives, shown on a click
 MODES = ("chat", "completion")
 ESCAPES = {"\\n": "\n", "\\t": "\t"}  # stop strings typed as \n or \t in the UI
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -84,8 +85,9 @@ class RunSpec:
 
     @property
     def sampling(self) -> dict:
+        top = {"top_logprobs": TOP_ALTERNATIVES} if self.logprobs else {}
         return {"n": self.n, "seed": self.seed, "temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens, "stop": list(self.stop), "logprobs": self.logprobs}
+                "max_tokens": self.max_tokens, "stop": list(self.stop), "logprobs": self.logprobs, **top}
 
     def alone(self, seed: int) -> "RunSpec":
         """The same request for one choice: n=1 with that choice's seed."""
@@ -127,6 +129,7 @@ class Origin:
     choice: int
     cut: int
     text: str  # the kept text, appended to the parent's prompt
+    token: str = ""  # an alternative token put after the cut in place of the sampled one, if any
 
 
 @dataclass
@@ -175,6 +178,7 @@ class Run:
     id: int | None = None  # its place in the page's RunTree
     origin: Origin | None = None  # set for a branch
     cut: tuple[int, int] | None = None  # (choice, characters) picked by a click in a card, for the next branch
+    alternatives: tuple[int, int, int] | None = None  # (choice, token, its first character) whose top tokens show
     view: object = None  # the card order and marks (ranking.Ranking) the page shows
     report: object = None  # the report.Report, computed once the run has ended
     ratings: Ratings = field(default_factory=Ratings)  # the person's 👍 / 👎, best and notes (ratings.py)

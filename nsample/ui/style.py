@@ -43,6 +43,11 @@ body.ns-shade .ns-tok[style] { background: rgba(239, 68, 68, calc((1 - var(--p))
 .ns-check-pass { color: #15803d; border-color: #15803d; }
 .ns-check-fail { color: #b91c1c; border-color: #b91c1c; }
 .ns-check-error { color: #b45309; border-color: #b45309; }
+.ns-alt-row { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 6px; }
+.ns-alt { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 2px 8px; cursor: pointer;
+          background: var(--background-fill-primary); font-size: 13px; }
+.ns-alt.ns-sampled { border-color: var(--color-accent); }
+.ns-alt:disabled { opacity: 0.4; cursor: not-allowed; }
 .ns-branch { font-size: 14px; }
 .ns-prefix { white-space: pre-wrap; margin: 6px 0; padding: 6px 10px; border-left: 3px solid var(--color-accent);
              color: var(--body-text-color-subdued); }

@@ -41,7 +41,8 @@ class RunTree:
         if run.origin is None:
             return f"Run {run.id}"
         o = run.origin
-        return f"Run {run.id} ← #{o.choice} of run {o.parent} at {o.cut} chars"
+        token = f", then {o.token!r}" if o.token else ""
+        return f"Run {run.id} ← #{o.choice} of run {o.parent} at {o.cut} chars{token}"
 
     def breadcrumb(self, run: Run) -> list[tuple[str, int]]:
         return [(self.label(r), r.id) for r in self.path(run)]
