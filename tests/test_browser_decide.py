@@ -183,3 +183,17 @@ def test_a_tokens_alternative_branches(page):
     prefix = note.locator(".ns-prefix").inner_text()
     assert prefix.strip().startswith(before[:start].strip()) or not before[:start].strip()
     expect(visible_cards(page)).to_have_count(2)
+
+
+def test_sweep_shows_pass_at_1_and_pass_at_n_against_temperature(page):
+    set_number(page, "ns-n", 3)
+    set_number(page, "ns-max-tokens", 6)
+    page.get_by_label("regex", exact=True).check()
+    page.locator("#ns-check-value textarea").fill(r"[aeiou]")
+    page.get_by_role("tab", name="Sweep").click()
+    page.locator("#ns-sweep-temperatures textarea").fill("0.5, 1.5")
+    page.locator("#ns-sweep-run").click()
+    expect(page.locator("#ns-sweep-status")).to_contain_text("Done: 2 points")
+    expect(page.locator("#ns-sweep-pass .js-plotly-plot")).to_be_visible()
+    names = page.evaluate("() => document.querySelector('#ns-sweep-pass .js-plotly-plot').data.map(d => d.name)")
+    assert names == ["pass@1 (top_p 1)", "pass@3 (top_p 1)"]

@@ -63,3 +63,18 @@ def test_code_checks_only_where_the_server_allows_them():
                           decide.make_check("Python code", "def check(text):\n    exec(text)\n    return True",
                                             "text", True, (1, 256)))
     assert [("pass" in c, "error" in c) for c in done.chips.values()] == [(True, False), (False, True), (False, True)]
+
+
+def test_sweep_pass_at_1_and_pass_at_n_per_temperature(tiny_engine):
+    from nsample.ui.sweep import pass_figure, pass_rates, run_sweep
+
+    spec = RunSpec(mode="completion", prompt="17 + 25 =", n=3, seed=4, max_tokens=4)
+    view = run_sweep(tiny_engine, spec, [0.5, 1.5], [1.0])
+    check = analysis.Matches(r"[aeiou]")
+    rates = pass_rates(view.frame, check)
+    assert rates["temperature"].tolist() == [0.5, 1.5] and rates["n"].tolist() == [3, 3]
+    for row, (_, point) in zip(rates.itertuples(), view.frame.groupby("temperature")):
+        c = sum(check(t) for t in point["text"])
+        assert row.passed == c and row.pass_at_1 == pytest.approx(c / 3) and row.pass_at_n == (1.0 if c else 0.0)
+    figure = pass_figure(rates, check.name)
+    assert [t.name for t in figure.data] == ["pass@1 (top_p 1)", "pass@3 (top_p 1)"]

@@ -96,7 +96,9 @@ def test_two_users_at_once_and_cancel_frees_the_engine(server, tiny_engine):
 def test_sweep_endpoint_runs_the_grid(server):
     client = Client(server, verbose=False)
     try:
-        job = client.submit("0.5, 1.2", "1.0", *inputs(2, 6, seed="3"), api_name="/sweep")
+        # then the Answers panel's extractor and check (none here: no pass@k figure)
+        job = client.submit("0.5, 1.2", "1.0", *inputs(2, 6, seed="3"), "last number", "", "none", "",
+                            api_name="/sweep")
         status, diversity, quality, table = job.result(timeout=TIMEOUT)[:4]
     finally:
         client.close()

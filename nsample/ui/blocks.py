@@ -73,7 +73,7 @@ def _wire(demo: gr.Blocks, page: Page, engine, key_required: bool, links: LinkSt
         button.click(_per_session(_reproduce, engine, i), page.run, page.reproduction, api_name=f"reproduce_{i}",
                      api_visibility="undocumented", **on_engine)
     explore_events.wire(page, outputs, view_inputs, view_outputs)
-    sweep_events.wire(page, engine, on_engine)
+    sweep_events.wire(page, engine, on_engine, config)
     loaded = demo.load(None, None, [page.page_url, page.links.query], js=PAGE_URL_JS)
     loaded.then(partial(_api_help, engine.name, key_required), page.page_url, [page.api_text, page.api_code], **local)
     decide(link_events.wire(page, engine, links, loaded, _per_session(_replay, engine, page), view_inputs,

@@ -74,6 +74,7 @@ class SweepTab:
     diversity_plot: gr.Plot
     quality_plot: gr.Plot
     table: gr.Dataframe
+    pass_plot: gr.Plot  # pass@1 and pass@n vs temperature, with the Answers panel's check
     flag: gr.State  # the running sweep's stop flag
 
 
@@ -109,7 +110,7 @@ def build_answers(code_note: str) -> AnswersPanel:
         with gr.Row(equal_height=True):
             kind = gr.Radio(list(CHECK_KINDS), value="none", label="Check each choice", scale=2,
                             elem_id="ns-check-kind")
-            value = gr.Textbox(label="Expected answer, regex, JSON schema, or Python defining check(text) -> bool",
+            value = gr.Textbox("", label="Expected answer, regex, JSON schema, or Python defining check(text) -> bool",
                                lines=2, max_lines=12, scale=3, elem_id="ns-check-value")
             button = gr.Button("Check", scale=0, min_width=100, elem_id="ns-check")
         note = gr.Markdown(code_note, elem_id="ns-code-note")
@@ -187,5 +188,8 @@ def build_sweep_tab() -> SweepTab:
     with gr.Row():
         diversity_plot = gr.Plot(label="Diversity vs temperature", visible=False, elem_id="ns-sweep-diversity")
         quality_plot = gr.Plot(label="Logprob vs diversity", visible=False, elem_id="ns-sweep-quality")
+    pass_plot = gr.Plot(label="pass@1 and pass@n vs temperature (the check of the Choices tab's Answers panel)",
+                        visible=False, elem_id="ns-sweep-pass")
     table = gr.Dataframe(label="One row per grid point", interactive=False, visible=False, elem_id="ns-sweep-table")
-    return SweepTab(temperatures, top_ps, run, stop, status, diversity_plot, quality_plot, table, gr.State(None))
+    return SweepTab(temperatures, top_ps, run, stop, status, diversity_plot, quality_plot, table, pass_plot,
+                    gr.State(None))

@@ -27,6 +27,32 @@ class SweepView:
     note: str = ""
 
 
+def pass_rates(frame: pd.DataFrame, check) -> pd.DataFrame:
+    """pass@1 and pass@n at every grid point of a sweep() frame, by nsample.analysis.pass_at_k on its n choices."""
+    rows = []
+    for (t, p), point in frame.groupby(["temperature", "top_p"], sort=True):
+        curve = analysis.pass_at_k(point.reset_index(drop=True), check)
+        rows.append({"temperature": t, "top_p": p, "pass_at_1": curve["pass_at_k"].iloc[0],
+                     "pass_at_n": curve["pass_at_k"].iloc[-1], "passed": curve.attrs["c"], "n": curve.attrs["n"]})
+    return pd.DataFrame(rows)
+
+
+def pass_figure(rates: pd.DataFrame, check_name: str):
+    """pass@1 and pass@n against temperature, one pair of lines per top_p: more diversity, higher pass@n."""
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for p, line in rates.groupby("top_p", sort=True):
+        n = int(line["n"].iloc[0])
+        figure.add_trace(go.Scatter(x=line["temperature"], y=line["pass_at_1"], mode="lines+markers",
+                                    name=f"pass@1 (top_p {p:g})"))
+        figure.add_trace(go.Scatter(x=line["temperature"], y=line["pass_at_n"], mode="lines+markers",
+                                    line={"dash": "dash"}, name=f"pass@{n} (top_p {p:g})"))
+    figure.update_layout(title=f"pass@1 and pass@n vs temperature ({check_name})", xaxis_title="temperature",
+                         yaxis_title="pass rate", yaxis_range=[0, 1.05], height=320)
+    return figure
+
+
 def parse_values(text: str, name: str, low: float, high: float) -> list[float]:
     """A comma- or space-separated list of numbers in [low, high], in the order given."""
     try:
