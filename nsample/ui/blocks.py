@@ -1,5 +1,6 @@
-"""The gr.Blocks: the page from layout.py wired to the handlers: generate, continue from a choice, stop, reproduce.
-Gradio-specific glue only; the explore and sweep events are wired in explore_events.py and sweep_events.py."""
+"""The gr.Blocks: the page from layout.py wired to the handlers: generate, continue from a choice or from a token's
+alternative, stop, reproduce, replay a link. Gradio-specific glue only; the explore, answers, link and sweep events
+are wired in explore_events.py, answer_events.py, link_events.py and sweep_events.py."""
 import contextlib
 import inspect
 from functools import partial

@@ -1,4 +1,5 @@
-"""One choice as an HTML card: header (index, seed, tokens, finish reason, logprob, marks) over the text."""
+"""One choice as an HTML card: header (index, seed, tokens, finish reason, logprob, marks, answer and check chips)
+over the text, and the 👍 / 👎 / best buttons under it; a blind run's card under a neutral label."""
 from html import escape
 
 from nsample import analysis
