@@ -26,10 +26,10 @@ def wait_idle(engine, timeout=20.0):
         time.sleep(0.05)
 
 
-def inputs(n, max_tokens, seed="", prompt="Once upon a time", logprobs=False):
+def inputs(n, max_tokens, seed="", prompt="Once upon a time", logprobs=False, json_schema=""):
     """The Generate inputs in page order: mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop,
-    logprobs."""
-    return ["completion", "", "", prompt, n, seed, 1.0, 1.0, max_tokens, [], logprobs]
+    logprobs, JSON schema."""
+    return ["completion", "", "", prompt, n, seed, 1.0, 1.0, max_tokens, [], logprobs, json_schema]
 
 
 def status_of(outputs) -> str:

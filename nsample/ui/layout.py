@@ -45,6 +45,7 @@ class Page:
     max_tokens: gr.Slider
     stop: gr.Dropdown
     logprobs: gr.Checkbox
+    json_schema: gr.Textbox
     hint: gr.Markdown
     generate: gr.Button
     stop_button: gr.Button
@@ -72,7 +73,7 @@ class Page:
     def inputs(self) -> list:
         """RunSpec.from_ui's arguments, in order."""
         return [self.mode, self.system, self.user, self.prompt, self.n, self.seed, self.temperature, self.top_p,
-                self.max_tokens, self.stop, self.logprobs]
+                self.max_tokens, self.stop, self.logprobs, self.json_schema]
 
 
 def load_examples(path: Path = EXAMPLES_FILE) -> tuple[list[list], list[str]]:
@@ -113,6 +114,9 @@ def build_page(model_name: str, max_n: int, code_note: str = "") -> Page:
                                max_choices=MAX_STOP, label=f"Stop strings (up to {MAX_STOP}; type \\n for a newline)")
             logprobs = gr.Checkbox(value=DEFAULTS.logprobs, label="logprobs (rank by likelihood, shade tokens)",
                                    elem_id="ns-logprobs")
+            json_schema = gr.Textbox("", label="JSON schema (every choice follows it; empty = free text)", lines=2,
+                                     max_lines=12, placeholder='{"type": "object", "properties": {"answer": '
+                                     '{"type": "integer"}}, "required": ["answer"]}', elem_id="ns-json-schema")
     hint = gr.Markdown(visible=False, elem_id="ns-hint")
     with gr.Row():
         generate = gr.Button("Generate", variant="primary", elem_id="ns-generate")
@@ -139,7 +143,7 @@ def build_page(model_name: str, max_n: int, code_note: str = "") -> Page:
         api_text = gr.Markdown()
         api_code = gr.Code(language="python", label="openai client", interactive=False, show_line_numbers=False,
                            elem_id="ns-api-code")
-    return Page(mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop, logprobs, hint, generate,
-                stop_button, status, links, grid, explore, reproduction, answers, table, tokens_plot, similarity_plot,
-                headline, download_json, download_csv, download_pairs, sweep, page_url, api_text, api_code,
-                gr.State(None), gr.State(None))
+    return Page(mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop, logprobs, json_schema,
+                hint, generate, stop_button, status, links, grid, explore, reproduction, answers, table, tokens_plot,
+                similarity_plot, headline, download_json, download_csv, download_pairs, sweep, page_url, api_text,
+                api_code, gr.State(None), gr.State(None))

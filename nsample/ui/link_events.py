@@ -48,7 +48,7 @@ def _open(page, model: str, store: LinkStore, query: str) -> dict:
     stop = [_typed(v) for v in s.stop]
     stops = gr.Dropdown(choices=STOP_CHOICES + [v for v in stop if v not in STOP_CHOICES], value=stop)
     values = [s.mode, s.system, s.user, s.prompt, s.n, "" if s.seed is None else str(s.seed), s.temperature,
-              s.top_p, s.max_tokens, stops, s.logprobs]
+              s.top_p, s.max_tokens, stops, s.logprobs, s.json_schema]
     branch = " It continues an answer: its cards go on from the text shown above them." if s.continuation else ""
     note = model_note(link, model) or f"Opened from a link: running its request (n={s.n}, seed {s.seed}).{branch}"
     return {**dict(zip(page.inputs, values)), page.links.note: note, page.links.link: link}

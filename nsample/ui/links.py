@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from nsample.errors import InvalidRequest
-from nsample.ui.run import MODES, Run, RunSpec
+from nsample.ui.run import MODES, Run, RunSpec, parse_schema
 
 MAX_LINK_CHARS = 8000  # whole URL; longer ones are refused by common servers and proxies (8 KiB request lines)
 STORE_RUNS = 256  # short links kept per server process, oldest dropped first
@@ -42,6 +42,8 @@ def link_params(run: Run) -> dict:
     params |= {"stop": list(spec.stop), "logprobs": int(spec.logprobs), "model": run.model}
     if spec.continuation:
         params["continuation"] = spec.continuation
+    if spec.json_schema:
+        params["json_schema"] = spec.json_schema
     picked = run.cut or ((run.ratings.best, None) if run.ratings.best is not None else None)
     if picked is not None:
         params["card"] = picked[0]
@@ -73,7 +75,7 @@ def parse_link(query: str) -> Link | None:
     spec = RunSpec(mode=one["mode"], system=one.get("system", ""), user=one.get("user", ""),
                    prompt=one.get("prompt", ""), stop=tuple(s for s in q.get("stop", []) if s),
                    logprobs=one.get("logprobs", "0") in ("1", "true"), continuation=one.get("continuation", ""),
-                   **numbers)
+                   json_schema=parse_schema(one.get("json_schema", "")), **numbers)
     return Link(spec, one.get("model") or None, card, cut)
 
 

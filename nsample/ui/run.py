@@ -1,4 +1,5 @@
 """What the user asked for (RunSpec) and what came back so far (Run): the state the UI streams and exports."""
+import json
 import math
 import random
 import secrets
@@ -32,6 +33,21 @@ def parse_seed(text) -> int | None:
         raise InvalidRequest(f"The seed must be an integer or empty, got {text!r}.", param="seed") from None
 
 
+def parse_schema(text) -> str:
+    """The JSON schema box: empty, or a JSON object (kept as typed, checked here and compiled by the engine)."""
+    text = (text or "").strip()
+    if not text:
+        return ""
+    try:
+        schema = json.loads(text)
+    except ValueError as e:
+        raise InvalidRequest(f"The JSON schema is not valid JSON: {e}.", param="json_schema") from None
+    if not isinstance(schema, dict):
+        raise InvalidRequest("The JSON schema must be a JSON object, e.g. {\"type\": \"object\"}.",
+                             param="json_schema")
+    return text
+
+
 def parse_stop(values) -> tuple[str, ...]:
     """The stop box: a list of strings, where a typed `\\n` or `\\t` means the control character."""
     out = []
@@ -61,16 +77,18 @@ class RunSpec:
     stop: tuple[str, ...] = ()
     logprobs: bool = False  # off: costs nothing; on: mean logprob, ranking and token shading
     continuation: str = ""  # the answer so far, continued by a branch (chat: an assistant turn left open)
+    json_schema: str = ""  # a JSON schema every choice must follow (structured output), as typed; "" = none
 
     @classmethod
     def from_ui(cls, mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop,
-                logprobs=False) -> "RunSpec":
+                logprobs=False, json_schema="") -> "RunSpec":
         """Parse the raw widget values (strings, floats) into a spec; bad values raise InvalidRequest."""
         mode = str(mode).lower()
         if mode not in MODES:
             raise InvalidRequest(f"Unknown mode {mode!r}.", param="mode")
         return cls(mode, system or "", user or "", prompt or "", int(n), parse_seed(seed), float(temperature),
-                   float(top_p), int(max_tokens), parse_stop(stop), bool(logprobs))
+                   float(top_p), int(max_tokens), parse_stop(stop), bool(logprobs),
+                   json_schema=parse_schema(json_schema))
 
     @property
     def engine_prompt(self):
@@ -86,8 +104,12 @@ class RunSpec:
     @property
     def sampling(self) -> dict:
         top = {"top_logprobs": TOP_ALTERNATIVES} if self.logprobs else {}
+        if self.json_schema and self.continuation:
+            raise InvalidRequest("A branch cannot continue under a JSON schema: the schema holds a whole answer "
+                                 "from its start. Clear the JSON schema box to branch.", param="json_schema")
+        schema = {"json_schema": json.loads(self.json_schema)} if self.json_schema else {}
         return {"n": self.n, "seed": self.seed, "temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens, "stop": list(self.stop), "logprobs": self.logprobs, **top}
+                "max_tokens": self.max_tokens, "stop": list(self.stop), "logprobs": self.logprobs, **top, **schema}
 
     def alone(self, seed: int) -> "RunSpec":
         """The same request for one choice: n=1 with that choice's seed."""
