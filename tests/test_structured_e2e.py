@@ -71,9 +71,10 @@ def test_instructor_json_modes(smol_url, smol_engine):
     assert answers and all(isinstance(json.loads(a), dict) for a in answers)
 
 
-def test_dspy_json_adapter(smol_url, smol_engine):
+def test_dspy_json_adapter(smol_url, smol_engine, monkeypatch):
     """DSPy's JSON adapter asks for response_format json_schema from a server declared to support it (DSPy 3.4 sends
     none to a model it knows nothing of), and parses what the grammar held the model to."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch its model list from GitHub
     import dspy
     from dspy._vendor.lm15.registry import AccessPolicy
     from dspy.lm15 import ModelSupport, OpenAIChatCompat, ProviderDefinition, register_provider
