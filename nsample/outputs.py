@@ -14,6 +14,17 @@ class TokenLogprob:
     top_bytes: list[bytes | None] | None = None  # the bytes of each `top` entry, in its order
     rank: int | None = None  # the token's rank in the distribution (1 = most likely), where computed (prompts)
 
+    @property
+    def own_bytes(self) -> bytes:
+        """The token's bytes; relayed without them, its text's."""
+        return self.token_bytes if self.token_bytes is not None else self.token.encode(errors="surrogatepass")
+
+    @property
+    def top_own_bytes(self) -> list[bytes]:
+        """Each `top` entry's bytes, in its order; relayed without them, its text's."""
+        given = self.top_bytes if self.top_bytes is not None else [None] * len(self.top)
+        return [b if b is not None else text.encode(errors="surrogatepass") for (_, text, _), b in zip(self.top, given)]
+
 
 @dataclass
 class Choice:

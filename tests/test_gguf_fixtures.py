@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from gguf_fixtures import needs_gguf
+from seed_contract import assert_choices_replay_alone
 
 import nsample
 from nsample import weights_report
@@ -69,9 +70,5 @@ def test_greedy_output_equals_transformers_float32_model_of_the_file(pair):
 
 def test_the_seed_contract_holds_on_the_files_blocks(pair):
     _, fast, _ = pair
-    chat, args = [{"role": "user", "content": "Write a short poem about the sea."}], dict(max_tokens=32,
-                                                                                        ignore_eos=True)
-    wide = fast.generate(chat, n=4, seed=11, **args)
-    alone = [fast.generate(chat, n=1, seed=11 + i, **args).choices[0] for i in range(4)]
-    assert [c.token_ids for c in wide.choices] == [c.token_ids for c in alone]
-    assert len({c.text for c in wide.choices}) == 4
+    assert_choices_replay_alone(fast, [{"role": "user", "content": "Write a short poem about the sea."}], n=4,
+                                seed=11, max_tokens=32, ignore_eos=True)

@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from gguf_fixtures import HAS_GGUF, needs_gguf, tiny_gguf_engine
+from seed_contract import assert_choices_replay_alone
 
 from nsample import kernels
 from nsample.config import EngineConfig
@@ -213,9 +214,5 @@ def test_seed_contract_holds_on_the_quantized_embedded_model(smol_engines, mode)
         kinds = [m.format for m in fast.model.modules() if isinstance(m, GGUFLinear)]
         assert sorted(kinds) == ["Q4_1"] * 30 * 7 + ["Q8_0"]
     assert (fast.runner.fused is not None) == (kernels.ops() is not None)  # decode steps in C++, int8 or blocks
-    chat, args = [{"role": "user", "content": "Write a short poem about the sea."}], dict(max_tokens=64,
-                                                                                        ignore_eos=True)
-    wide = fast.generate(chat, n=6, seed=7, **args)
-    alone = [fast.generate(chat, n=1, seed=7 + i, **args).choices[0] for i in range(6)]
-    assert [c.token_ids for c in wide.choices] == [c.token_ids for c in alone]
-    assert len({c.text for c in wide.choices}) == 6
+    assert_choices_replay_alone(fast, [{"role": "user", "content": "Write a short poem about the sea."}], n=6,
+                                seed=7, max_tokens=64, ignore_eos=True)

@@ -61,16 +61,7 @@ def logprobs(lps: list[TokenLogprob] | None) -> ChatLogprobs | None:
     between tokens), its text those bytes decoded with replacement."""
     if lps is None:
         return None
-    return ChatLogprobs(content=[ChatTokenLogprob(token=t.token, logprob=t.logprob,
-                                                  bytes=_bytes(t.token_bytes, t.token),
-                                                  top_logprobs=[TopLogprob(token=x, logprob=v, bytes=_bytes(b, x))
-                                                                for (_, x, v), b in zip(t.top, _top_bytes(t))])
+    return ChatLogprobs(content=[ChatTokenLogprob(token=t.token, logprob=t.logprob, bytes=list(t.own_bytes),
+                                                  top_logprobs=[TopLogprob(token=x, logprob=v, bytes=list(b))
+                                                                for (_, x, v), b in zip(t.top, t.top_own_bytes)])
                                  for t in lps])
-
-
-def _bytes(data: bytes | None, text: str) -> list[int]:
-    return list(data if data is not None else text.encode())
-
-
-def _top_bytes(t: TokenLogprob) -> list[bytes | None]:
-    return t.top_bytes if t.top_bytes is not None else [None] * len(t.top)

@@ -31,15 +31,13 @@ def logprobs(lps: list[TokenLogprob] | None, offsets: TextOffsets) -> Completion
     """The legacy logprobs object: each top dict holds the top-k and the sampled token; a token that is part of a
     character is named by its bytes (`bytes:\\xe6\\x97`), as OpenAI does."""
     out = CompletionLogprobs(tokens=[], token_logprobs=[], top_logprobs=[], text_offset=[])
-    for t in lps or []:
-        own = t.token_bytes if t.token_bytes is not None else t.token.encode()
-        name = legacy_token(own) if t.token_bytes is not None else t.token
-        alt_bytes = t.top_bytes if t.top_bytes is not None else [None] * len(t.top)
+    for t in lps or []:  # (a text's own bytes are whole characters: legacy_token gives the text back)
+        name = legacy_token(t.own_bytes)
         out.tokens.append(name)
         out.token_logprobs.append(t.logprob)
-        out.top_logprobs.append({(x if b is None else legacy_token(b)): v for (_, x, v), b in zip(t.top, alt_bytes)}
+        out.top_logprobs.append({legacy_token(b): v for (_, _, v), b in zip(t.top, t.top_own_bytes)}
                                 | {name: t.logprob})
-        out.text_offset.append(offsets.take(own))
+        out.text_offset.append(offsets.take(t.own_bytes))
     return out
 
 

@@ -37,7 +37,7 @@ class Shape:
             return None
         return legacy_prompt(req, self.top, self.token_bytes(req.prompt_ids[0]), TextOffsets(0))
 
-    def generated(self, p: int, lps: list[TokenLogprob] | None, offsets: TextOffsets) -> CompletionLogprobs | None:
+    def generated(self, lps: list[TokenLogprob] | None, offsets: TextOffsets) -> CompletionLogprobs | None:
         return logprobs(lps, offsets) if self.top is not None else None
 
 
@@ -46,7 +46,7 @@ def response(head: dict, reqs: list[Request], shape: Shape) -> CompletionRespons
     for p, req in enumerate(reqs):
         scored = prompt_logprobs.vllm_shape(req, shape.prompt_top)
         for i, c in enumerate(best(req.choices, shape.n)):
-            lps = shape.generated(p, c.logprobs, TextOffsets(len(shape.echoes[p])))
+            lps = shape.generated(c.logprobs, TextOffsets(len(shape.echoes[p])))
             if (prompt := shape.prompt_part(p, req)) is not None:
                 lps = joined(prompt, lps)
             choices.append(CompletionChoice(index=p * shape.n + i, text=shape.echoes[p] + c.text, logprobs=lps,
@@ -76,7 +76,7 @@ async def stream(head: dict, reqs: list[Request], shape: Shape, include_usage: b
             async for p, ev in events:
                 if ev.text or ev.logprobs or ev.finish_reason:
                     index = p * n + ev.index
-                    lps = shape.generated(p, ev.logprobs or [], offsets[index])
+                    lps = shape.generated(ev.logprobs or [], offsets[index])
                     yield chunk([CompletionChoice(index=index, text=ev.text, logprobs=lps, seed=ev.seed,
                                                   finish_reason=ev.finish_reason, stop_reason=ev.stop_reason)])
         if include_usage:

@@ -141,7 +141,6 @@ class OpenAIRequest(Strict):
         except InvalidRequest as e:
             raise renamed(e, field) from None
 
-
     def name_error(self, e):
         """An engine error about the structured-output constraint (a grammar that does not compile), naming the
         field the client sent it in."""
