@@ -28,7 +28,7 @@ class SamplingParams:
     top_logprobs: int = 0
     prompt_logprobs: int | None = None  # the prompt tokens' logprobs with this many alternatives each; None = off
     ignore_eos: bool = False
-    # structured outputs (nsample/structured.py), at most one: a JSON schema (a dict, or a pydantic model class),
+    # structured outputs (nsample/engine/structured.py), at most one: a JSON schema (a dict, or a pydantic model class),
     # a regular expression, a list of strings to choose from, or a Lark grammar
     json_schema: dict | None = None
     regex: str | None = None

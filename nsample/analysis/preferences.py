@@ -11,7 +11,7 @@ import pandas as pd
 
 from nsample.analysis.inputs import Choices, choices_frame
 from nsample.outputs import GenerationResult
-from nsample.prompts import Chat
+from nsample.models.prompts import Chat
 
 PAIR_COLUMNS = ["prompt", "chosen", "rejected", "chosen_index", "rejected_index", "chosen_seed", "rejected_seed",
                 "model", "settings"]

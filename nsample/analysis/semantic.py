@@ -31,13 +31,13 @@ def embedding_model():
 
 def embed(texts: Sequence[str]) -> np.ndarray:
     """Unit-length sentence embeddings, one row per text."""
-    from nsample.openmp import release_pool
+    from nsample.cpu.openmp import release_pool
 
     try:
         vectors = embedding_model().encode(list(texts), normalize_embeddings=True, convert_to_numpy=True,
                                            show_progress_bar=False)
     finally:
-        release_pool()  # this thread's OpenMP pool would throttle a running engine's decode (nsample/openmp.py)
+        release_pool()  # this thread's OpenMP pool would throttle a running engine's decode (nsample/cpu/openmp.py)
     return np.asarray(vectors, dtype=np.float64)  # (n, 384)
 
 

@@ -5,10 +5,10 @@ import time
 from dataclasses import fields
 
 from nsample.config import EngineConfig
-from nsample.engine_base import BaseEngine
+from nsample.engine.engine_base import BaseEngine
 from nsample.errors import InvalidRequest, NSampleError, QueueFull
 from nsample.outputs import GenerationResult
-from nsample.prompts import is_chat
+from nsample.models.prompts import is_chat
 from nsample.remote.config import RemoteConfig
 from nsample.remote.errors import UpstreamError, from_exception
 from nsample.remote.fanout import fanout

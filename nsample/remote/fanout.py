@@ -1,7 +1,7 @@
 """Fan-out: n concurrent single-choice upstream requests, seeds seed + i, merged into one request's events."""
 import asyncio
 
-from nsample.engine_base import choice_groups
+from nsample.engine.engine_base import choice_groups
 from nsample.outputs import Usage
 from nsample.remote.errors import UpstreamError
 from nsample.remote.relay import Relayed, relay, total_usage

@@ -7,7 +7,7 @@ import logging
 import httpx
 
 from nsample.errors import InvalidRequest
-from nsample.prompts import Chat, is_chat, normalize_messages
+from nsample.models.prompts import Chat, is_chat, normalize_messages
 from nsample.remote.config import RemoteConfig
 from nsample.remote.errors import UpstreamError, from_exception, from_status
 from nsample.sampling_params import SamplingParams

@@ -10,7 +10,7 @@ import codecs
 from nsample.outputs import TokenLogprob
 from nsample.request import Request
 from nsample.server.responses import CompletionLogprobs
-from nsample.token_bytes import legacy_token
+from nsample.models.token_bytes import legacy_token
 
 
 class TextOffsets:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from nsample.errors import InvalidRequest
-from nsample.prompts import Chat
+from nsample.models.prompts import Chat
 from nsample.sampling_params import CONSTRAINTS, SamplingParams
 
 MAX_BEST_OF = 20  # OpenAI's limit for best_of

@@ -9,7 +9,7 @@ import pandas as pd
 
 import nsample
 from nsample import analysis
-from nsample.prompts import Chat
+from nsample.models.prompts import Chat
 from nsample.ui.run import Run
 from nsample.ui.tree import RunTree
 

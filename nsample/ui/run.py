@@ -10,7 +10,7 @@ import pandas as pd
 
 from nsample.errors import InvalidRequest
 from nsample.outputs import GenerationResult, StreamEvent, TokenLogprob
-from nsample.prompts import Chat
+from nsample.models.prompts import Chat
 from nsample.sampling_params import MAX_STOP, SamplingParams
 
 DEFAULTS = SamplingParams()

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from nsample import kernels
-from nsample.gguf_linear import GGUFLinear
-from nsample.int8_linear import Int8Linear, Member
-from nsample.prefix_attention import Group
+from nsample.cpu import kernels
+from nsample.cpu.gguf_linear import GGUFLinear
+from nsample.cpu.int8_linear import Int8Linear, Member
+from nsample.engine.prefix_attention import Group
 
 FAMILIES = {"llama", "mistral", "qwen2"}  # decoder layers exactly transformers' LlamaDecoderLayer
 SILU = {"SiLU", "SiLUActivation"}  # torch's and transformers' x·sigmoid(x)

@@ -1,7 +1,7 @@
-// The float work around nsample's two-level int8 GEMM (nsample/int8_linear.py), one kernel each side instead of
+// The float work around nsample's two-level int8 GEMM (nsample/cpu/int8_linear.py), one kernel each side instead of
 // about fifteen small ATen ops: rounding each activation row to two int8 levels, and combining the GEMM's four
 // level products into the output. Every step is per row, so a row's result never depends on the other rows.
-// Plain C++ loops, vectorized by the compiler for whichever instruction set it is built for (nsample/kernels.py):
+// Plain C++ loops, vectorized by the compiler for whichever instruction set it is built for (nsample/cpu/kernels.py):
 // with -ffp-contract=off nothing is fused but the fma written, so the roundings stay the ATen ops' on every one.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -11,7 +11,7 @@
 #include <cmath>
 #include <vector>
 
-constexpr float LEVEL = 254.0f;  // nsample.int8_linear.LEVEL
+constexpr float LEVEL = 254.0f;  // nsample.cpu.int8_linear.LEVEL
 
 // x (M, K) float -> (levels (2M, K) int8: a1 over a2, t1 (M, 1) float) with x ≈ t1·(a1 + a2/LEVEL) row by row.
 std::vector<at::Tensor> split_rows(const at::Tensor& x) {

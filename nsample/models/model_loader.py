@@ -50,7 +50,7 @@ def embedded_gguf() -> Path:
 
 def converted_gguf(gguf: Path) -> Path:
     """A safetensors copy of a GGUF model, converted once (about 20 s) and then loaded in about a second."""
-    from nsample.gguf_model import cache_key
+    from nsample.models.gguf_model import cache_key
 
     target = cache_dir() / f"{gguf.stem}-{cache_key(gguf)}"
     if (target / "config.json").is_file():
@@ -100,7 +100,8 @@ def gguf_path(model: str | None) -> Path | None:
 def as_blocks(model: str | None, device: torch.device, dtype: torch.dtype, quantize: str) -> Path | None:
     """The GGUF file to load as its blocks (gguf_model.py), or None: not a GGUF, not asked, or not possible here.
     quantize="gguf" insists: where it is not possible it is an error, not a silent float32 model."""
-    from nsample import gguf_model, kernels
+    from nsample.cpu import kernels
+    from nsample.models import gguf_model
 
     path = gguf_path(model) if model != TINY_NAME and quantize in ("auto", "gguf") else None
     why = ("the model is not a .gguf file" if path is None else "it needs a CPU" if device.type != "cpu" else
@@ -119,13 +120,13 @@ def load_pretrained(model: str | None, device: torch.device, dtype: torch.dtype,
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if model == TINY_NAME:
-        from nsample.tiny_model import tiny_model
+        from nsample.models.tiny_model import tiny_model
 
         m, tok = tiny_model()
         return m.to(device=device, dtype=dtype), tok, TINY_NAME
     blocks = as_blocks(model, device, dtype, quantize)
     if blocks is not None:
-        from nsample import gguf_model
+        from nsample.models import gguf_model
 
         m, tok = gguf_model.load(blocks, cache_dir())
         return m, tok, EMBEDDED_NAME if model is None else blocks.stem

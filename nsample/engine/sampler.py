@@ -17,7 +17,7 @@ import torch
 
 
 def apply_allowed(logits, allowed):
-    # allowed (R, V) bool: the tokens each row's grammar allows (nsample/structured.py); the others can never be drawn
+    # allowed (R, V) bool: the tokens each row's grammar allows (structured.py); the others can never be drawn
     return logits.masked_fill(~allowed, float("-inf"))
 
 

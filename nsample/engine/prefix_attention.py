@@ -4,7 +4,7 @@ With a plain forked cache every row reads its own copy of the prompt's KV at eve
 reads n·(P+t) entries; here it reads P + n·t, and the prompt part becomes one matrix product per KV
 head for all of a request's queries (the idea of Hydragen / FlashInfer cascade attention). The decode
 batch holds the rows of several requests, grouped by cohort (the requests that started decoding at the same
-step, whose own tokens share one buffer: `nsample/cohort.py`), each request's rows one contiguous segment.
+step, whose own tokens share one buffer: `nsample/engine/cohort.py`), each request's rows one contiguous segment.
 Per cohort: each request's prompt for all its queries at once, then all the cohort's rows' own tokens at once
 (on a CPU, one flash-attention call per request's prompt and one for the own tokens, merged by their
 log-sum-exps; elsewhere plain GEMMs and one softmax per request).
@@ -20,8 +20,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from nsample.cohort import Cohort
-from nsample.kv_cache import SharedKV
+from nsample.engine.cohort import Cohort
+from nsample.engine.kv_cache import SharedKV
 
 NAME = "nsample_shared_prefix"
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "smollm3"}  # plain causal attention

@@ -6,21 +6,21 @@ import time
 
 import torch
 
-from nsample import prefix_attention
+from nsample.engine import prefix_attention
 from nsample.config import EngineConfig
-from nsample.engine_base import BaseEngine, prompt_param
+from nsample.engine.engine_base import BaseEngine, prompt_param
 from nsample.errors import InvalidRequest
-from nsample.kv_cache import kv_bytes_per_token
-from nsample.model_loader import load_pretrained, resolve_device, resolve_dtype
-from nsample.model_runner import ModelRunner
-from nsample.openmp import release_pool
-from nsample.prompts import prompt_ids
-from nsample.quantize import on_blocks, quantize, resolve_quantize
+from nsample.engine.kv_cache import kv_bytes_per_token
+from nsample.models.model_loader import load_pretrained, resolve_device, resolve_dtype
+from nsample.engine.model_runner import ModelRunner
+from nsample.cpu.openmp import release_pool
+from nsample.models.prompts import prompt_ids
+from nsample.cpu.quantize import on_blocks, quantize, resolve_quantize
 from nsample.request import Request
 from nsample.sampling_params import SamplingParams
-from nsample.scheduler import Scheduler
-from nsample.structured import Grammars
-from nsample.token_bytes import TokenBytes
+from nsample.engine.scheduler import Scheduler
+from nsample.engine.structured import Grammars
+from nsample.models.token_bytes import TokenBytes
 
 
 def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto", **config) -> "Engine":
@@ -33,7 +33,7 @@ def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto",
 
 class Engine(BaseEngine):
     def __init__(self, model, tokenizer, config: EngineConfig = EngineConfig(), name: str = "model"):
-        """An engine on `model`; config.quantize swaps the model's layers in place (nsample/quantize.py), unless
+        """An engine on `model`; config.quantize swaps the model's layers in place (nsample/cpu/quantize.py), unless
         the model is a GGUF file's blocks already (gguf_model.py)."""
         self.quantize = resolve_quantize(config.quantize, model.device, on_blocks(model))  # what "auto" became
         model = quantize(model, self.quantize)

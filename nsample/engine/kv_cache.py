@@ -1,7 +1,7 @@
 """The KV cache of one running request: its prompt prefilled once at batch 1, then its rows decoded on top.
 
 Two layouts. SharedKV (plain causal attention, see prefix_attention.py): the prompt's keys and values are
-kept once and every row only stores what it generates, in the buffers of its cohort (`nsample/cohort.py`: the
+kept once and every row only stores what it generates, in the buffers of its cohort (`nsample/engine/cohort.py`: the
 requests that started decoding at the same step), preallocated and grown by doubling (so a short answer never
 pays for a long max_tokens, and no step copies the whole cache). Its rows join the engine's one batched decode
 forward, and its prompt chunks join the packed prefill forward
@@ -13,7 +13,7 @@ import torch
 from transformers import DynamicCache, StaticCache
 from transformers.cache_utils import StaticLayer
 
-from nsample.cohort import FIRST_CHUNK
+from nsample.engine.cohort import FIRST_CHUNK
 
 
 class SharedKV:

@@ -1,5 +1,5 @@
 """One row of the decode batch: the choice (or identical greedy choices) it produces, token by token."""
-from nsample.detokenizer import Detokenizer
+from nsample.models.detokenizer import Detokenizer
 from nsample.outputs import StreamEvent, TokenLogprob
 from nsample.sampling_params import SamplingParams
 

@@ -4,7 +4,7 @@ Every running request advances exactly one token per step, so requests whose pro
 step (say 16 users who arrived together, their prompts packed into one prefill) stay at the same generated length
 for as long as they run. Their rows' own keys and values can then live in one tensor per layer, appended by one copy
 per step and attended by one flash-attention call, however many requests share it; only each request's prompt part
-stays a call of its own. (The C++ decoder, nsample/fused_decode.py, stores and attends every cohort's rows in one
+stays a call of its own. (The C++ decoder, nsample/cpu/fused_decode.py, stores and attends every cohort's rows in one
 kernel call per layer, reading the same buffers.) No row waits for or pads to another's length, so a row's numbers
 do not depend on which requests share its cohort. A cohort holds no references to its requests: each request's
 SharedKV knows its cohort and its rows (`slots`) in the buffers, and the runner says which requests are still

@@ -9,7 +9,7 @@ elementwise. So a row's output depends only on that row, bitwise, whatever the b
 import torch
 from torch import nn
 
-from nsample import kernels
+from nsample.cpu import kernels
 
 LEVEL = 254  # the second level's scale is the first's / LEVEL: the first level's rounding error fits in int8
 

@@ -8,13 +8,13 @@ import time
 
 import torch
 
-from nsample import sampler
-from nsample.engine_base import choice_groups
-from nsample.kv_cache import ForkedKV, SharedKV
+from nsample.engine import sampler
+from nsample.engine.engine_base import choice_groups
+from nsample.engine.kv_cache import ForkedKV, SharedKV
 from nsample.outputs import StreamEvent, TokenLogprob
 from nsample.request import Request
-from nsample.sequence import Row
-from nsample.token_bytes import token_text
+from nsample.engine.sequence import Row
+from nsample.models.token_bytes import token_text
 
 
 class RequestState:

@@ -4,9 +4,9 @@ import re
 
 from torch import nn
 
-from nsample import kernels
-from nsample.gguf_linear import GGUFEmbedding, GGUFLinear
-from nsample.int8_linear import Int8Embedding, Int8Linear
+from nsample.cpu import kernels
+from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
+from nsample.cpu.int8_linear import Int8Embedding, Int8Linear
 
 
 def describe(model: nn.Module) -> dict:

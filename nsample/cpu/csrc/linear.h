@@ -1,5 +1,5 @@
-// A linear layer of the kinds nsample runs (fused_decode.py builds them from nsample/gguf_model.py's and
-// nsample/int8_linear.py's layers): a list of parts side by side along the output columns (a fused q|k|v or
+// A linear layer of the kinds nsample runs (fused_decode.py builds them from nsample/models/gguf_model.py's and
+// nsample/cpu/int8_linear.py's layers): a list of parts side by side along the output columns (a fused q|k|v or
 // gate|up, whose parts may differ in type: Q4_K_M files hold v as Q6_K), each a GGUF file's blocks
 // (gguf_linear.cpp) or two-level int8 on oneDNN's prepacked GEMM (int8_rows.cpp around it), and one bias over all
 // columns. Either way each output row depends on its input row alone, bitwise.

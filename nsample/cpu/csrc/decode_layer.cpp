@@ -1,10 +1,10 @@
-// A decode step of a Llama-style layer around its quantized linear layers (linear.h; nsample/fused_decode.py), in
+// A decode step of a Llama-style layer around its quantized linear layers (linear.h; nsample/cpu/fused_decode.py), in
 // four calls per layer instead of some forty ATen ops and the transformers modules' Python around them: RMSNorm
 // fused into the projection that reads it, the residual add into the projection that feeds it, SiLU·mul into
 // gate/up, and rotary embedding, the KV append and the whole attention (prompt and own tokens in one softmax) in
 // one kernel.
 // Written on torch's portable vector layer (at::vec::Vectorized<float>: W = 8 floats on AVX2, 16 on AVX-512, 4 on
-// NEON), compiled once per instruction set (nsample/kernels.py).
+// NEON), compiled once per instruction set (nsample/cpu/kernels.py).
 // Every step is per row, in a fixed order whatever the other rows, so rows stay independent, bitwise.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

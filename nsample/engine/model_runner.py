@@ -6,8 +6,8 @@ next step), so a long prompt never stalls the running streams for more than a ch
 requests run packed into one forward; (3) every request
 with logits samples a token column and publishes it; (4) one decode forward runs the live rows of all
 shared-prefix requests together, ordered by cohort (the requests whose decoding started at the same step
-share their generated tokens' KV buffers, `nsample/cohort.py`): the model's own forward, or for a quantized
-Llama-style model on a CPU where nsample's kernels run the C++ one (`nsample/fused_decode.py`); forked-cache
+share their generated tokens' KV buffers, `nsample/engine/cohort.py`): the model's own forward, or for a quantized
+Llama-style model on a CPU where nsample's kernels run the C++ one (`nsample/cpu/fused_decode.py`); forked-cache
 requests, for architectures without the shared layout, each run a forward of their own.
 """
 import time
@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from nsample import fused_decode, gguf_linear
-from nsample.cohort import Cohort
+from nsample.cpu import fused_decode, gguf_linear
+from nsample.engine.cohort import Cohort
 from nsample.config import EngineConfig
 from nsample.outputs import StreamEvent
-from nsample.prefix_attention import Chunk, Group, Segment
+from nsample.engine.prefix_attention import Chunk, Group, Segment
 from nsample.request import Request
-from nsample.request_state import RequestState
+from nsample.engine.request_state import RequestState
 
 
 @dataclass
@@ -39,7 +39,7 @@ class ModelRunner:
                  token_bytes, grammars=None):
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.eos_ids, self.vocab, self.shared, self.token_bytes = eos_ids, vocab, shared, token_bytes
-        self.grammars = grammars  # structured outputs' compiled grammars (nsample/structured.py)
+        self.grammars = grammars  # structured outputs' compiled grammars (nsample/engine/structured.py)
         self.states: dict[Request, RequestState] = {}  # in admission order
         self.fused = fused_decode.build(model) if shared else None  # decode steps in C++ kernels, where they apply
 

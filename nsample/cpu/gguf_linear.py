@@ -14,7 +14,7 @@ import threading
 import torch
 from torch import nn
 
-from nsample import kernels
+from nsample.cpu import kernels
 
 TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 12: "Q4_K", 13: "Q5_K",
               14: "Q6_K", 30: "BF16"}  # the ggml types the kernels read (csrc/gguf_formats.h)

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from nsample.gguf_linear import GGUFEmbedding, GGUFLinear, readable
+from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
 
 INDEX = "gguf_tensors.json"
 NAMES = "gguf_names.json"

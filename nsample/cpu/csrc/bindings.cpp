@@ -1,4 +1,4 @@
-// The Python module of nsample's C++ kernels (nsample/kernels.py builds it).
+// The Python module of nsample's C++ kernels (nsample/cpu/kernels.py builds it).
 #include <torch/extension.h>
 
 #include "linear.h"

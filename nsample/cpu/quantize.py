@@ -1,7 +1,7 @@
 """The decode weights: float (`none`), two-level int8 (`int8`) for every linear layer and the tied LM head, or a GGUF
 file's own blocks (`gguf`: loaded so by gguf_model.py, nothing to swap here).
 
-Why two-level int8 (nsample/int8_linear.py); SmolLM2-135M-Instruct, one thread of an AMX CPU, busy machine:
+Why two-level int8 (nsample/cpu/int8_linear.py); SmolLM2-135M-Instruct, one thread of an AMX CPU, busy machine:
 - Decode reads every weight once per step, so bytes per weight are the lever, and oneDNN's prepacked int8
   GEMM (AMX / VNNI) costs about the same for 1 to 16 rows where float32 grows with the rows: a decode step
   of 8 rows took 85 ms against 170 ms in float32 (bfloat16 weights: 69 ms; one-level int8: 55 ms).
@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from nsample.gguf_linear import GGUFLinear
-from nsample.int8_linear import Int8Embedding, Int8Linear, Member, SharedInput, int8_gemm_available
+from nsample.cpu.gguf_linear import GGUFLinear
+from nsample.cpu.int8_linear import Int8Embedding, Int8Linear, Member, SharedInput, int8_gemm_available
 
 MODES = ("none", "int8", "gguf")
 # /proc/cpuinfo names of the int8 units oneDNN's prepacked int8 GEMM was measured fast on. Not AVX512-VNNI alone: on
