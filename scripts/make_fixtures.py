@@ -9,7 +9,7 @@
                         as F16 and quantized to Q4_1 and Q4_K_M (about 0.7 GB each; the 2.3 GB F16 is deleted
                         afterwards). For scripts/benchmark.py only, never the test suite.
 Files go to --out (default $NSAMPLE_CACHE_DIR/fixtures, else ~/.cache/nsample/fixtures), named by a key of their
-source file's path, size and mtime (as nsample.model_loader.converted_gguf keys its cache); a file that already
+source file's path, size and mtime (as nsample.models.model_loader.converted_gguf keys its cache); a file that already
 exists is kept. Each quantization runs in a child process, so llama.cpp (and its OpenMP runtime) never loads into
 the caller, e.g. a test process; files appear atomically (written under a temporary name, then renamed).
 For every file it prints the tensor count per ggml type, the type(s) of each tensor kind, and the size.
@@ -31,10 +31,11 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 
+from nsample.models.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf
+
 FTYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M",
           "Q6_K")  # llama.cpp's LLAMA_FTYPE_MOSTLY_<name> (F32: LLAMA_FTYPE_ALL_F32)
 EMBEDDED_TYPES = ("Q4_K_M", "Q6_K", "Q8_0")
-EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 LARGE_TYPES = ("Q4_1", "Q4_K_M")
 LARGE_NAME = "TinyLlama-1.1B-random"
 LARGE = {"hidden": 2048, "intermediate": 5632, "layers": 22, "heads": 32, "kv_heads": 4, "context": 2048,
@@ -46,17 +47,11 @@ MIB = 2**20
 
 
 def fixtures_dir() -> Path:
-    return Path(os.environ.get("NSAMPLE_CACHE_DIR", Path.home() / ".cache" / "nsample")) / "fixtures"
-
-
-def embedded_gguf() -> Path:
-    from nsample.model_loader import embedded_gguf as find  # imported here: it imports torch
-
-    return find()
+    return cache_dir() / "fixtures"
 
 
 def source_key(path: Path) -> str:
-    """As nsample.model_loader.converted_gguf keys its cache: the file's path, size and mtime."""
+    """As nsample.models.model_loader.converted_gguf keys its cache: the file's path, size and mtime."""
     stat = path.stat()
     return hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
 

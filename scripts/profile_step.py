@@ -3,7 +3,7 @@
 The runner is stepped on this thread (no engine worker), with wall-clock hooks around the model's parts: the
 projections (q/k/v, o, gate/up, down), the LM head, the attention core (rotary embedding excluded), the norms,
 sampling, and the rest (prefill, per-row bookkeeping, Python). Where decode steps run in the C++ kernels
-(nsample/fused_decode.py, quantize gguf), the parts are those kernels' calls instead. The hooks cost a little.
+(nsample/cpu/fused_decode.py, quantize gguf), the parts are those kernels' calls instead. The hooks cost a little.
 Usage: python scripts/profile_step.py [--quantize auto|none] [--requests 1] [--n 8] [--prompt 16] [--new-tokens 64]
 """
 import argparse
@@ -14,7 +14,7 @@ import torch
 from benchmark import prompt_of
 
 import nsample
-from nsample import model_runner, prefix_attention, request_state
+from nsample.engine import model_runner, prefix_attention, request_state
 from nsample.request import Request
 from nsample.sampling_params import SamplingParams
 

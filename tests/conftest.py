@@ -2,7 +2,7 @@ import pytest
 
 import nsample
 from nsample.engine import Engine
-from nsample.tiny_model import tiny_model
+from nsample.models.tiny_model import tiny_model
 
 
 @pytest.fixture(scope="session")

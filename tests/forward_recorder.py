@@ -1,5 +1,5 @@
 """Records what an engine's forwards run: how tests see the batches the engine forms. A decode step is the model's
-own forward, or the C++ decoder's call (nsample/fused_decode.py, quantized models where the kernels run); both are
+own forward, or the C++ decoder's call (nsample/cpu/fused_decode.py, quantized models where the kernels run); both are
 seen."""
 import contextlib
 

@@ -12,7 +12,7 @@ import ggml_quantizer as gq
 import pytest
 import tiny_gguf
 
-from nsample import kernels
+from nsample.cpu import kernels
 
 HAS_GGUF = kernels.ops() is not None and gq.available()
 needs_gguf = pytest.mark.skipif(not HAS_GGUF, reason="no C++ kernels here, or no llama.cpp quantizer")

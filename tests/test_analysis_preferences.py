@@ -4,7 +4,7 @@ import json
 import pytest
 
 from nsample.analysis import preference_pairs
-from nsample.prompts import Chat
+from nsample.models.prompts import Chat
 
 TEXTS = ["32", "42", "41", "42."]
 

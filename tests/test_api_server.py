@@ -15,7 +15,7 @@ from starlette.routing import Route
 from nsample.config import EngineConfig
 from nsample.engine import Engine
 from nsample.server import ServerConfig, create_app
-from nsample.tiny_model import tiny_model
+from nsample.models.tiny_model import tiny_model
 
 CHAT = "/v1/chat/completions"
 

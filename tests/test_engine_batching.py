@@ -11,7 +11,7 @@ from live_server import live_server
 from nsample import EngineConfig
 from nsample.engine import Engine
 from nsample.server import create_app
-from nsample.tiny_model import tiny_model
+from nsample.models.tiny_model import tiny_model
 
 
 @contextlib.contextmanager

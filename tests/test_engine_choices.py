@@ -7,7 +7,7 @@ from forward_recorder import forward_shapes
 
 from nsample import EngineConfig, InvalidRequest
 from nsample.engine import Engine
-from nsample.engine_base import wrap_seed
+from nsample.engine.engine_base import wrap_seed
 from nsample.sampling_params import INT64_MAX
 
 
@@ -103,7 +103,7 @@ def test_max_tokens_beyond_the_window_is_clipped_to_what_fits(tiny_engine):
 
 
 def test_a_request_that_cannot_fit_in_memory_is_refused_before_it_runs():
-    from nsample.tiny_model import tiny_model
+    from nsample.models.tiny_model import tiny_model
 
     model, tok = tiny_model()
     engine = Engine(model, tok, EngineConfig(kv_budget_gb=0.001))
@@ -194,7 +194,7 @@ def test_top_k_one_is_greedy(tiny_engine):
 
 
 def test_fixed_decode_width_pads_rows_and_keeps_the_seed_contract():
-    from nsample.tiny_model import tiny_model
+    from nsample.models.tiny_model import tiny_model
 
     model, tok = tiny_model()
     engine = Engine(model, tok, EngineConfig(decode_width=4))
@@ -210,7 +210,7 @@ def test_fixed_decode_width_pads_rows_and_keeps_the_seed_contract():
 
 
 def test_shared_prefix_attention_gives_the_same_tokens_as_a_forked_cache(tiny_engine):
-    from nsample.tiny_model import tiny_model
+    from nsample.models.tiny_model import tiny_model
 
     assert tiny_engine.shared_prefix
     model, tok = tiny_model()
@@ -230,7 +230,7 @@ def test_shared_prefix_attention_gives_the_same_tokens_as_a_forked_cache(tiny_en
 
 
 def test_memory_admission_counts_a_shared_prompt_once():
-    from nsample.tiny_model import tiny_model
+    from nsample.models.tiny_model import tiny_model
 
     prompt = [100 + i % 50 for i in range(1000)]  # 16 x 1010 tokens of KV only fit with the prompt stored once
     for shared in (True, False):

@@ -6,8 +6,8 @@ import pytest
 
 from nsample import SamplingParams
 from nsample.engine import Engine
-from nsample.engine_base import BaseEngine, choice_groups, prompt_param, wrap_seed
-from nsample.prompts import Chat
+from nsample.engine.engine_base import BaseEngine, choice_groups, prompt_param, wrap_seed
+from nsample.models.prompts import Chat
 from nsample.remote import RemoteEngine
 from nsample.sampling_params import INT64_MAX, INT64_MIN
 

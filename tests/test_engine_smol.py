@@ -4,10 +4,11 @@ import importlib.util
 import pytest
 
 import nsample
-from nsample.engine_base import wrap_seed
+from nsample.engine.engine_base import wrap_seed
 from nsample.errors import ModelMissing
-from nsample.gguf_linear import GGUFLinear
-from nsample.model_loader import EMBEDDED_NAME, cache_dir, converted_gguf, embedded_gguf
+from nsample.cpu.gguf_linear import GGUFLinear
+from nsample.models.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf
+from nsample.models.model_loader import converted_gguf
 
 pytestmark = pytest.mark.e2e
 CHAT = [{"role": "user", "content": "Write a short poem about the sea."}]

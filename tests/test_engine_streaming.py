@@ -44,7 +44,7 @@ def test_non_ascii_text_streams_intact(tiny_engine):
 
 @pytest.mark.parametrize("text", ["東京タワー", "naïve — ünïcödé ✓", "🙂🙃🤖 done"])
 def test_detokenizer_holds_split_characters_until_complete(tiny_engine, text):
-    from nsample.detokenizer import Detokenizer
+    from nsample.models.detokenizer import Detokenizer
 
     ids = tiny_engine.tokenizer(text, add_special_tokens=False)["input_ids"]
     pieces = [tiny_engine.tokenizer.decode([i]) for i in ids]

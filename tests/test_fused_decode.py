@@ -1,13 +1,13 @@
-"""Decode steps in C++ (nsample/fused_decode.py), on GGUF blocks and int8, on every instruction set this CPU runs:
+"""Decode steps in C++ (nsample/cpu/fused_decode.py), on GGUF blocks and int8, on every instruction set this CPU runs:
 the model's own numbers, each row its own."""
 import pytest
 from gguf_fixtures import forced_isa, needs_gguf, tiny_gguf_engine
 
-from nsample import fused_decode, gguf_linear, kernels
+from nsample.cpu import fused_decode, gguf_linear, kernels
 from nsample.config import EngineConfig
 from nsample.engine import Engine
-from nsample.quantize import quantize, resolve_quantize
-from nsample.tiny_model import tiny_model
+from nsample.cpu.quantize import quantize, resolve_quantize
+from nsample.models.tiny_model import tiny_model
 
 pytestmark = needs_gguf
 ISAS = [kernels.isa()] + (["avx2"] if kernels.isa() == "avx512" else [])  # and AVX2 forced, as on most laptops

@@ -9,7 +9,7 @@ from gguf_fixtures import needs_gguf
 from seed_contract import assert_choices_replay_alone
 
 import nsample
-from nsample import weights_report
+from nsample.cpu import weights_report
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
 from make_fixtures import fixture  # noqa: E402

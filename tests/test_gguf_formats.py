@@ -1,4 +1,4 @@
-"""The C++ kernels on a GGUF file's own blocks (nsample/csrc/gguf_formats.h, gguf_linear.cpp), format by format,
+"""The C++ kernels on a GGUF file's own blocks (nsample/cpu/csrc/gguf_formats.h, gguf_linear.cpp), format by format,
 on weights quantized by llama.cpp itself: the expanded weights are gguf-py's dequantization bitwise, the decode
 and prefill products are x · Wᵀ to float32 accuracy, and a decode row is bitwise the same whatever rows come with
 it. Run for the instruction set the kernels are built for here (NSAMPLE_ISA=avx2 forces AVX2)."""
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import ggml_quantizer
-from nsample import kernels
+from nsample.cpu import kernels
 
 pytestmark = pytest.mark.skipif(not ggml_quantizer.available(), reason="llama.cpp's quantizer (llama-cpp-python) "
                                 "is not installed")

@@ -1,4 +1,4 @@
-"""A GGUF file loaded as its blocks (nsample/gguf_model.py): every format read as the file holds it, the weights
+"""A GGUF file loaded as its blocks (nsample/models/gguf_model.py): every format read as the file holds it, the weights
 transformers would dequantize bitwise, its logits, no float32 copy, the decode paths reported, the modes refused."""
 import ggml_quantizer as gq
 import numpy as np
@@ -9,9 +9,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import nsample
-from nsample import gguf_linear, gguf_model, kernels, weights_report
-from nsample.gguf_linear import GGUFEmbedding, GGUFLinear
-from nsample.model_loader import cache_dir
+from nsample.cpu import gguf_linear, kernels, weights_report
+from nsample.models import gguf_model
+from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
+from nsample.models.embedded import cache_dir
 
 pytestmark = pytest.mark.skipif(kernels.ops() is None or not gq.available(),
                                 reason="no C++ kernels here, or no llama.cpp quantizer (llama-cpp-python)")

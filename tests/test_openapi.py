@@ -8,7 +8,7 @@ from script_runner import run_script
 from nsample.config import EngineConfig
 from nsample.engine import Engine
 from nsample.server import ServerConfig, create_app
-from nsample.tiny_model import tiny_model
+from nsample.models.tiny_model import tiny_model
 
 
 @pytest.fixture(scope="module")

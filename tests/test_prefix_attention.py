@@ -1,7 +1,7 @@
 """The decode attention of a cohort: every request's rows over its own prompt and their own tokens, two ways."""
 import torch
 
-from nsample.prefix_attention import attend, attend_cpu
+from nsample.engine.prefix_attention import attend, attend_cpu
 
 
 def reference(q, k_p, v_p, k, v):

@@ -7,7 +7,7 @@ import torch
 
 from nsample import InvalidRequest
 from nsample.engine import Engine
-from nsample.tiny_model import tiny_model
+from nsample.models.tiny_model import tiny_model
 
 pytest_plugins = ["api_fixtures"]
 TEXT = "The quick brown fox jumps over the lazy dog, because the dog was asleep in the warm afternoon sun."

@@ -13,7 +13,7 @@ import openai
 import pytest
 from live_server import free_port, live_server, stop_process
 
-from nsample.model_loader import embedded_gguf
+from nsample.models.embedded import embedded_gguf
 from nsample.remote import RemoteConfig, RemoteEngine, UpstreamError
 from nsample.server import ServerConfig, create_app
 

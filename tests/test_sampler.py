@@ -1,7 +1,7 @@
 """The sampling functions on hand-made tensors."""
 import torch
 
-from nsample import sampler
+from nsample.engine import sampler
 
 
 def test_penalties_follow_openai_and_hugging_face_semantics():

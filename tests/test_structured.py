@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 
 from nsample import InvalidRequest, SamplingParams
-from nsample.structured import unpack_bitmask
+from nsample.engine.structured import unpack_bitmask
 
 pytest_plugins = ["api_fixtures"]
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "colour": {"enum": ["red", "green", "blue"]},

@@ -3,14 +3,14 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, normalizers
 from transformers import PreTrainedTokenizerFast
 
-from nsample.token_bytes import TokenBytes, gpt2_byte_table, legacy_token, token_text
+from nsample.models.token_bytes import TokenBytes, gpt2_byte_table, legacy_token, token_text
 
 TEXT = "Repeat exactly this text: 日本語 😀 🌍 café\n"
 
 
 @pytest.fixture(scope="module")
 def smol_tokenizer():
-    from nsample.tiny_model import tiny_model
+    from nsample.models.tiny_model import tiny_model
 
     return tiny_model()[1]
 

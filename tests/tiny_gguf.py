@@ -1,4 +1,4 @@
-"""The tiny random Llama (nsample.tiny_model) written as a GGUF file, its tensors quantized by llama.cpp's own quantizer
+"""The tiny random Llama (nsample.models.tiny_model) written as a GGUF file, its tensors quantized by llama.cpp's own quantizer
 (tests/ggml_quantizer.py), as llama.cpp's converter lays them out (q/k rows permuted for its rotary), with the
 embedded model's tokenizer: fixtures of every block format in a fraction of a second, for the loader's tests."""
 import functools
@@ -7,8 +7,8 @@ from pathlib import Path
 import torch
 from ggml_quantizer import F32, quantize
 
-from nsample.model_loader import embedded_gguf
-from nsample.tiny_model import tiny_model
+from nsample.models.embedded import embedded_gguf
+from nsample.models.tiny_model import tiny_model
 
 KINDS = ("token_embd", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 HF = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",

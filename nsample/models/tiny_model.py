@@ -7,7 +7,7 @@ def tiny_model(seed: int = 0, layers: int = 2, hidden: int = 64, context: int = 
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     from nsample.models.gguf_model import metadata
-    from nsample.models.model_loader import cache_dir, embedded_gguf
+    from nsample.models.embedded import cache_dir, embedded_gguf
 
     tokenizer = AutoTokenizer.from_pretrained(metadata(embedded_gguf(), cache_dir()))
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
