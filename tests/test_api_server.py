@@ -14,8 +14,8 @@ from starlette.routing import Route
 
 from nsample.config import EngineConfig
 from nsample.engine import Engine
-from nsample.server import ServerConfig, create_app
 from nsample.models.tiny_model import tiny_model
+from nsample.server import ServerConfig, create_app
 
 CHAT = "/v1/chat/completions"
 

@@ -10,8 +10,8 @@ from live_server import live_server
 
 from nsample import EngineConfig
 from nsample.engine import Engine
-from nsample.server import create_app
 from nsample.models.tiny_model import tiny_model
+from nsample.server import create_app
 
 
 @contextlib.contextmanager

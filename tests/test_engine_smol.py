@@ -4,9 +4,9 @@ import importlib.util
 import pytest
 
 import nsample
+from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.engine.engine_base import wrap_seed
 from nsample.errors import ModelMissing
-from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.models.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf
 from nsample.models.model_loader import converted_gguf
 

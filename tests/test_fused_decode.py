@@ -3,10 +3,10 @@ the model's own numbers, each row its own."""
 import pytest
 from gguf_fixtures import forced_isa, needs_gguf, tiny_gguf_engine
 
-from nsample.cpu import fused_decode, gguf_linear, kernels
 from nsample.config import EngineConfig
-from nsample.engine import Engine
+from nsample.cpu import fused_decode, gguf_linear, kernels
 from nsample.cpu.quantize import quantize, resolve_quantize
+from nsample.engine import Engine
 from nsample.models.tiny_model import tiny_model
 
 pytestmark = needs_gguf

@@ -2,12 +2,12 @@
 on weights quantized by llama.cpp itself: the expanded weights are gguf-py's dequantization bitwise, the decode
 and prefill products are x · Wᵀ to float32 accuracy, and a decode row is bitwise the same whatever rows come with
 it. Run for the instruction set the kernels are built for here (NSAMPLE_ISA=avx2 forces AVX2)."""
+import ggml_quantizer
 import gguf
 import numpy as np
 import pytest
 import torch
 
-import ggml_quantizer
 from nsample.cpu import kernels
 
 pytestmark = pytest.mark.skipif(not ggml_quantizer.available(), reason="llama.cpp's quantizer (llama-cpp-python) "

@@ -4,14 +4,14 @@ import ggml_quantizer as gq
 import numpy as np
 import pytest
 import tiny_gguf
-from gguf_fixtures import TYPES
 import torch
+from gguf_fixtures import TYPES
 from transformers import AutoModelForCausalLM
 
 import nsample
 from nsample.cpu import gguf_linear, kernels, weights_report
-from nsample.models import gguf_model
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
+from nsample.models import gguf_model
 from nsample.models.embedded import cache_dir
 
 pytestmark = pytest.mark.skipif(kernels.ops() is None or not gq.available(),

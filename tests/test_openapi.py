@@ -7,8 +7,8 @@ from script_runner import run_script
 
 from nsample.config import EngineConfig
 from nsample.engine import Engine
-from nsample.server import ServerConfig, create_app
 from nsample.models.tiny_model import tiny_model
+from nsample.server import ServerConfig, create_app
 
 
 @pytest.fixture(scope="module")

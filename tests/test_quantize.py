@@ -7,14 +7,14 @@ import torch.nn.functional as F
 from gguf_fixtures import HAS_GGUF, needs_gguf, tiny_gguf_engine
 from seed_contract import assert_choices_replay_alone
 
-from nsample.cpu import kernels
 from nsample.config import EngineConfig
-from nsample.engine import Engine
-from nsample.engine.engine_base import wrap_seed
+from nsample.cpu import kernels
 from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.cpu.int8_linear import Eager, Int8Linear, two_level
-from nsample.models.model_loader import load_pretrained
 from nsample.cpu.quantize import choose_quantize, quantize, resolve_quantize
+from nsample.engine import Engine
+from nsample.engine.engine_base import wrap_seed
+from nsample.models.model_loader import load_pretrained
 from nsample.models.tiny_model import tiny_model
 
 needs_int8 = pytest.mark.skipif(resolve_quantize("auto", "cpu") == "none", reason="no fast int8 GEMM on this CPU")

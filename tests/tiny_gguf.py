@@ -1,5 +1,5 @@
-"""The tiny random Llama (nsample.models.tiny_model) written as a GGUF file, its tensors quantized by llama.cpp's own quantizer
-(tests/ggml_quantizer.py), as llama.cpp's converter lays them out (q/k rows permuted for its rotary), with the
+"""The tiny random Llama (nsample.models.tiny_model) written as a GGUF file, its tensors quantized by llama.cpp's own
+quantizer (tests/ggml_quantizer.py), as llama.cpp's converter lays them out (q/k rows permuted for its rotary), with the
 embedded model's tokenizer: fixtures of every block format in a fraction of a second, for the loader's tests."""
 import functools
 from pathlib import Path

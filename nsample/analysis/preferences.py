@@ -10,8 +10,8 @@ from dataclasses import asdict
 import pandas as pd
 
 from nsample.analysis.inputs import Choices, choices_frame
-from nsample.outputs import GenerationResult
 from nsample.models.prompts import Chat
+from nsample.outputs import GenerationResult
 
 PAIR_COLUMNS = ["prompt", "chosen", "rejected", "chosen_index", "rejected_index", "chosen_seed", "rejected_seed",
                 "model", "settings"]

@@ -6,21 +6,21 @@ import time
 
 import torch
 
-from nsample.engine import prefix_attention
 from nsample.config import EngineConfig
-from nsample.engine.engine_base import BaseEngine, prompt_param
-from nsample.errors import InvalidRequest
-from nsample.engine.kv_cache import kv_bytes_per_token
-from nsample.models.model_loader import load_pretrained, resolve_device, resolve_dtype
-from nsample.engine.model_runner import ModelRunner
 from nsample.cpu.openmp import release_pool
-from nsample.models.prompts import prompt_ids
 from nsample.cpu.quantize import on_blocks, quantize, resolve_quantize
-from nsample.request import Request
-from nsample.sampling_params import SamplingParams
+from nsample.engine import prefix_attention
+from nsample.engine.engine_base import BaseEngine, prompt_param
+from nsample.engine.kv_cache import kv_bytes_per_token
+from nsample.engine.model_runner import ModelRunner
 from nsample.engine.scheduler import Scheduler
 from nsample.engine.structured import Grammars
+from nsample.errors import InvalidRequest
+from nsample.models.model_loader import load_pretrained, resolve_device, resolve_dtype
+from nsample.models.prompts import prompt_ids
 from nsample.models.token_bytes import TokenBytes
+from nsample.request import Request
+from nsample.sampling_params import SamplingParams
 
 
 def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto", **config) -> "Engine":

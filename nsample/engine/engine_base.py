@@ -6,8 +6,8 @@ import secrets
 
 from nsample.config import EngineConfig
 from nsample.errors import InvalidRequest
-from nsample.outputs import GenerationResult
 from nsample.models.prompts import is_chat
+from nsample.outputs import GenerationResult
 from nsample.request import Request
 from nsample.sampling_params import INT64_MIN, SamplingParams
 

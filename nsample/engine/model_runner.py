@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from nsample.config import EngineConfig
 from nsample.cpu import fused_decode, gguf_linear
 from nsample.engine.cohort import Cohort
-from nsample.config import EngineConfig
-from nsample.outputs import StreamEvent
 from nsample.engine.prefix_attention import Chunk, Group, Segment
-from nsample.request import Request
 from nsample.engine.request_state import RequestState
+from nsample.outputs import StreamEvent
+from nsample.request import Request
 
 
 @dataclass

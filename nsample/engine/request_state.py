@@ -11,10 +11,10 @@ import torch
 from nsample.engine import sampler
 from nsample.engine.engine_base import choice_groups
 from nsample.engine.kv_cache import ForkedKV, SharedKV
-from nsample.outputs import StreamEvent, TokenLogprob
-from nsample.request import Request
 from nsample.engine.sequence import Row
 from nsample.models.token_bytes import token_text
+from nsample.outputs import StreamEvent, TokenLogprob
+from nsample.request import Request
 
 
 class RequestState:

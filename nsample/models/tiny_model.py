@@ -6,8 +6,8 @@ def tiny_model(seed: int = 0, layers: int = 2, hidden: int = 64, context: int = 
     """(model, tokenizer): random weights from `seed`, SmolLM2's tokenizer and chat template."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from nsample.models.gguf_model import metadata
     from nsample.models.embedded import cache_dir, embedded_gguf
+    from nsample.models.gguf_model import metadata
 
     tokenizer = AutoTokenizer.from_pretrained(metadata(embedded_gguf(), cache_dir()))
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,

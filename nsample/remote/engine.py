@@ -7,8 +7,8 @@ from dataclasses import fields
 from nsample.config import EngineConfig
 from nsample.engine.engine_base import BaseEngine
 from nsample.errors import InvalidRequest, NSampleError, QueueFull
-from nsample.outputs import GenerationResult
 from nsample.models.prompts import is_chat
+from nsample.outputs import GenerationResult
 from nsample.remote.config import RemoteConfig
 from nsample.remote.errors import UpstreamError, from_exception
 from nsample.remote.fanout import fanout

@@ -7,10 +7,10 @@ loglikelihood requests) the echoed prompt's tokens lead each choice's object, th
 """
 import codecs
 
+from nsample.models.token_bytes import legacy_token
 from nsample.outputs import TokenLogprob
 from nsample.request import Request
 from nsample.server.responses import CompletionLogprobs
-from nsample.models.token_bytes import legacy_token
 
 
 class TextOffsets:
