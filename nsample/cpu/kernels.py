@@ -10,8 +10,11 @@ use) and compiled per instruction set: AVX-512 or AVX2 (with FMA and F16C) on x8
 picked at run time from what this CPU and torch support (`isa()`), or forced with NSAMPLE_ISA=avx2|avx512|neon.
 They are compiled (g++ and ninja, a few minutes on 2 cores) the first time a quantized model loads, into
 $TORCH_EXTENSIONS_DIR (else ~/.cache/torch_extensions), keyed by torch version and instruction set; later loads
-take the built library. Without a compiler, on a CPU without AVX2 or NEON, or with NSAMPLE_NO_CPP=1, the ATen ops
-in int8_linear.py run instead, a GGUF's blocks are dequantized at load, and decode steps go through transformers.
+take the built library; `nsample build-kernels` builds them ahead of a first start. One process builds at a time;
+another waits for it at most NSAMPLE_KERNEL_WAIT_S seconds (default 600), and a build stopped midway never hangs
+the next start (build_lock.py). Without a compiler, on a CPU without AVX2 or NEON, past that wait, or with
+NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead, a GGUF's blocks are dequantized at load, and decode
+steps go through transformers.
 """
 import hashlib
 import logging
@@ -22,6 +25,8 @@ import threading
 from pathlib import Path
 
 import torch
+
+from nsample.cpu.build_lock import build_lock, wait_s
 
 log = logging.getLogger(__name__)
 CSRC = Path(__file__).with_name("csrc")
@@ -36,7 +41,7 @@ ISA_FLAGS = {  # at::vec picks its implementation from CPU_CAPABILITY_*; the -m 
 }
 TORCH_CAPABILITY = {"AVX512": "avx512", "AVX2": "avx2"}  # torch.backends.cpu.get_cpu_capability() -> ours
 _lock = threading.Lock()
-_built: dict[str, object] = {}  # ISA -> the extension module, or None where it could not be built
+_built: dict[str, object] = {}  # ISA -> the extension module, or None where it could not be had
 
 
 def isa() -> str | None:
@@ -47,39 +52,65 @@ def isa() -> str | None:
         if forced not in ISA_FLAGS:
             raise ValueError(f"NSAMPLE_ISA must be one of auto, {', '.join(ISA_FLAGS)}; got {forced!r}")
         return forced
+    return _best()
+
+
+def runnable() -> list[str]:
+    """Every instruction set this CPU runs the kernels in, best last (an AVX-512 machine runs AVX2 too)."""
+    best = _best()
+    return ["avx2", "avx512"] if best == "avx512" else [best] if best else []
+
+
+def _best() -> str | None:
     if platform.machine().lower() in ("arm64", "aarch64"):
         return "neon"
     return TORCH_CAPABILITY.get(torch.backends.cpu.get_cpu_capability())
 
 
 def ops():
-    """The built extension for `isa()` (csrc/bindings.cpp lists its functions), or None: disabled, no ISA, or it
-    could not be built."""
+    """The built extension for `isa()` (csrc/bindings.cpp lists its functions), or None: disabled, no ISA, it
+    could not be built, or another process's build outlasted the wait (the reason is logged once)."""
     which = isa()
     if which not in _built:
         with _lock:
             if which not in _built:
-                _built[which] = None if os.environ.get("NSAMPLE_NO_CPP") or which is None else _build(which)
+                _built[which] = None if os.environ.get("NSAMPLE_NO_CPP") or which is None else _build_or_none(which)
     return _built[which]
 
 
-def _build(which: str):
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
-    name = f"nsample_kernels_{which}"
-    where = root / f"{name}-torch{torch.__version__.replace('+', '-')}"
-    try:
-        from torch.utils.cpp_extension import load
+def build(which: str):
+    """The extension for `which`, built here first where it is not yet: torch's load, under build_lock. Raises why
+    it cannot be had (no compiler or ninja, a read-only cache, another process's build past the bounded wait)."""
+    from torch.utils.cpp_extension import load
 
-        _ninja_on_path()
-        where.mkdir(parents=True, exist_ok=True)
+    where = build_directory(which)
+    _ninja_on_path()
+    where.mkdir(parents=True, exist_ok=True)
+    with build_lock(where, wait_s()):
         if not any(where.glob("*.so")):
             log.warning("building nsample's C++ kernels for %s into %s (once, a few minutes)", which, where)
         headers = hashlib.sha256(b"".join(h.read_bytes() for h in sorted(CSRC.glob("*.h")))).hexdigest()[:16]
-        return load(name=name, sources=[str(s) for s in SOURCES], build_directory=str(where),
+        return load(name=_name(which), sources=[str(s) for s in SOURCES], build_directory=str(where),
                     extra_cflags=COMMON + ISA_FLAGS[which] + [f"-DNSAMPLE_HEADERS={headers}"],  # torch rebuilds on
                     verbose=False)  # changed sources or flags, not headers: their hash is a flag
+
+
+def build_directory(which: str) -> Path:
+    """Where `which`'s build lives: one directory per torch version and instruction set, as a library built
+    against one torch does not load in another."""
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
+    return root / f"{_name(which)}-torch{torch.__version__.replace('+', '-')}"
+
+
+def _name(which: str) -> str:
+    return f"nsample_kernels_{which}"
+
+
+def _build_or_none(which: str):
+    try:
+        return build(which)
     except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a read-only home: the ATen ops still work
-        log.warning("nsample's C++ kernels could not be built for %s (%s); using ATen ops, which are slower", which, e)
+        log.warning("nsample's C++ kernels are not available for %s (%s); using ATen ops, which are slower", which, e)
         return None
 
 
