@@ -1,4 +1,5 @@
-"""The `nsample` command. `nsample serve` loads a model and serves the OpenAI-compatible API.
+"""The `nsample` command. `nsample serve` loads a model and serves the OpenAI-compatible API; `nsample build-kernels`
+builds the C++ kernels a quantized model decodes with, ahead of a first start (nsample/cpu/kernels.py).
 
 Its options come from the fields of EngineConfig, ServerConfig and RemoteConfig (nsample.options): name, type,
 default, help and environment variable are written once, in the dataclass. app.py takes the same options.
@@ -56,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "by the environment variable named in its help.",
                                        allow_abbrev=False)
     add_serve_options(serve_parser)
+    kernels_parser = commands.add_parser("build-kernels", help="build the C++ kernels for this machine (once)",
+                                         description="Build nsample's C++ kernels for this CPU's instruction set, "
+                                                     "as a first start would; a no-op once they are built.",
+                                         allow_abbrev=False)
+    kernels_parser.add_argument("--isa", default="auto",
+                                help="auto (this CPU's best, or NSAMPLE_ISA), all (every one this CPU runs), or an "
+                                     "instruction set: avx2, avx512, neon (default: %(default)s)")
     return parser
 
 
@@ -80,11 +88,54 @@ def serve(engine_config: EngineConfig, config: ServerConfig, remote: RemoteConfi
         engine.close()
 
 
+def build_kernels(which: str) -> int:
+    """`nsample build-kernels`: 0 once each instruction set asked for has its kernels built here, else 1 (2: a bad
+    --isa or NSAMPLE_ISA), each reason on stderr."""
+    import os
+
+    from nsample.cpu import kernels
+
+    if which not in ("auto", "all", *kernels.ISA_FLAGS):
+        _say(f"--isa must be auto, all or one of {', '.join(kernels.ISA_FLAGS)}; got {which!r}")
+        return 2
+    try:
+        asked = kernels.runnable() if which == "all" else [kernels.isa() if which == "auto" else which]
+    except ValueError as e:  # a bad NSAMPLE_ISA
+        _say(str(e))
+        return 2
+    if not asked or asked == [None]:
+        _say("this CPU runs none of nsample's kernels (no AVX2, no NEON): the ATen ops run instead")
+        return 1
+    built = [_build_one(kernels, isa) for isa in asked]
+    if os.environ.get("NSAMPLE_NO_CPP"):
+        _say("NSAMPLE_NO_CPP is set here, so nsample does not use them")
+    return 0 if all(built) else 1
+
+
+def _build_one(kernels, isa: str) -> bool:
+    """Build (or find built) one instruction set's kernels and say where they are, or why they cannot be had."""
+    if isa not in kernels.runnable():
+        _say(f"this CPU does not run {isa} (it runs {', '.join(kernels.runnable()) or 'none'})")
+        return False
+    try:
+        print(f"nsample: C++ kernels for {isa} at {kernels.build(isa).__file__}")
+        return True
+    except Exception as e:  # noqa: BLE001 - no compiler, a build elsewhere past the wait: the reason is the answer
+        _say(f"the C++ kernels for {isa} cannot be built here: {e}")
+        return False
+
+
+def _say(why: str) -> None:
+    print(f"nsample: {why}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     from nsample.errors import NSampleError
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "build-kernels":
+        parser.exit(build_kernels(args.isa))
     if args.command != "serve":
         parser.print_help()
         parser.exit(2)
