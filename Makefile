@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 LLAMA_CPP := llama-cpp-python[server]==0.3.36
 LOAD ?= --clients 32 --duration 60
 
-.PHONY: app test bench bench-gguf notebooks screenshot loadtest soak fuzz abuse reliability
+.PHONY: app test docs bench bench-gguf notebooks screenshot loadtest soak fuzz abuse reliability
 
 $(APP_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,11 +26,18 @@ $(TEST_STAMP): $(APP_STAMP)
 	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
 	touch $@
 
+# The C++ kernels are built here (once, a few minutes; a second when built), so the first page load never waits
+# for a compiler; if they cannot be built the app still starts, on the slower ATen path, and says so.
 app: $(APP_STAMP)
+	-$(BIN)/nsample build-kernels
 	$(BIN)/python app.py
 
 test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q
+
+# The docs beside the README (docs/, mkdocs.yml) on http://127.0.0.1:8001; `make test` builds them with --strict.
+docs: $(TEST_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve -a 127.0.0.1:8001
 
 bench: $(APP_STAMP)
 	$(BIN)/python scripts/benchmark.py

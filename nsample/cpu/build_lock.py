@@ -12,12 +12,16 @@ A live build in another process is waited for at most NSAMPLE_KERNEL_WAIT_S seco
 takes a few minutes on two busy cores); past that, `BuildBusy` says why and the caller runs without the kernels.
 """
 import contextlib
-import fcntl
 import logging
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; the kernels do not build there, and torch's own lock still serializes
+    fcntl = None
 
 log = logging.getLogger(__name__)
 OURS = "nsample-build.lock"  # the flock; it also holds its owner's pid, for the waiting line
@@ -68,6 +72,8 @@ def _acquire(fd: int, where: Path, wait: float, deadline: float) -> None:
 
 
 def _try_lock(fd: int) -> bool:
+    if fcntl is None:
+        return True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True
