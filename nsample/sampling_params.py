@@ -3,6 +3,7 @@ from dataclasses import asdict, dataclass, field, fields
 from numbers import Real
 
 from nsample.errors import InvalidRequest
+from nsample.surrogates import check_text
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_STOP = 4
@@ -94,6 +95,7 @@ class SamplingParams:
             if not isinstance(s, str) or not s:
                 raise InvalidRequest("Each 'stop' sequence must be a non-empty string.", param="stop",
                                      code="invalid_value")
+            check_text(s, "stop", "a stop sequence")
         _num("presence_penalty", self.presence_penalty, -2, 2)
         _num("frequency_penalty", self.frequency_penalty, -2, 2)
         _num("repetition_penalty", self.repetition_penalty, 0, 2)
@@ -131,10 +133,15 @@ class SamplingParams:
             raise InvalidRequest("'json_schema' must be a JSON schema object.", param="json_schema",
                                  code="invalid_type")
         for name in ("regex", "grammar"):
-            if getattr(self, name) is not None and not (isinstance(getattr(self, name), str) and getattr(self, name)):
+            if (value := getattr(self, name)) is None:
+                continue
+            if not (isinstance(value, str) and value):
                 raise InvalidRequest(f"'{name}' must be a non-empty string.", param=name, code="invalid_type")
+            check_text(value, name)
         if not isinstance(self.choice, tuple) or not all(isinstance(c, str) and c for c in self.choice):
             raise InvalidRequest("'choice' must be a list of non-empty strings.", param="choice", code="invalid_type")
+        for c in self.choice:
+            check_text(c, "choice", "a choice")
 
 
 def _int(name: str, v, lo: int | None = None, hi: int | None = None):

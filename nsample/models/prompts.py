@@ -2,6 +2,7 @@
 from dataclasses import dataclass
 
 from nsample.errors import InvalidRequest
+from nsample.surrogates import check_text
 
 ROLES = ("system", "developer", "user", "assistant")
 
@@ -9,14 +10,14 @@ ROLES = ("system", "developer", "user", "assistant")
 def message_text(content, index: int) -> str:
     """A message's content as text: a string, or a list of {"type": "text", "text": ...} parts."""
     if isinstance(content, str):
-        return content
+        return check_text(content, f"messages.[{index}].content")
     if isinstance(content, list) and content:
         texts = []
-        for part in content:
+        for j, part in enumerate(content):
             if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
                 raise InvalidRequest(f"messages[{index}].content: only text parts are supported.",
                                      param=f"messages.[{index}].content", code="invalid_value")
-            texts.append(part["text"])
+            texts.append(check_text(part["text"], f"messages.[{index}].content.[{j}].text"))
         return "".join(texts)
     raise InvalidRequest(f"messages[{index}].content must be a string or a list of text parts.",
                          param=f"messages.[{index}].content", code="invalid_type")
@@ -65,7 +66,7 @@ def chat_ids(tokenizer, messages: list[dict], continue_final: bool = False) -> l
 def prompt_ids(tokenizer, prompt, vocab_size: int) -> list[int]:
     """Token ids for a string (no special tokens added), chat messages (chat template) or token ids."""
     if isinstance(prompt, str):
-        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        ids = tokenizer(check_text(prompt, "prompt"), add_special_tokens=False)["input_ids"]
         if not ids and tokenizer.bos_token_id is not None:  # an empty text prompt starts from BOS
             ids = [tokenizer.bos_token_id]
     elif isinstance(prompt, Chat) or (isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt)):

@@ -11,6 +11,7 @@ from nsample.models.prompts import Chat, is_chat, normalize_messages
 from nsample.remote.config import RemoteConfig
 from nsample.remote.errors import UpstreamError, from_exception, from_status
 from nsample.sampling_params import SamplingParams
+from nsample.surrogates import check_text, without_surrogates
 
 log = logging.getLogger("nsample.remote")
 
@@ -21,8 +22,10 @@ def check_prompt(prompt):
         return Chat(normalize_messages(prompt.messages), prompt.continue_final_message)
     if is_chat(prompt):
         return normalize_messages(prompt)
-    if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(
-            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt)):
+    if isinstance(prompt, str):
+        return check_text(prompt, "prompt")
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
+                                                   for t in prompt):
         return prompt
     raise InvalidRequest("The prompt must be a string, a list of chat messages or a list of token ids.",
                          param="prompt", code="invalid_type")
@@ -99,7 +102,7 @@ class Upstream:
             r = await self.client.get(path)
             if r.status_code >= 400:
                 raise from_status(self.url, r.status_code, r.text)
-            return r.json()
+            return without_surrogates(r.json())
         except Exception as e:
             raise from_exception(self.url, e) from e
 
@@ -108,6 +111,8 @@ class Upstream:
 
 
 def _checked(url: str, chunk) -> dict:
+    """An upstream's chunk as nsample relays it: a JSON object, its text valid Unicode (nsample.surrogates)."""
+    chunk = without_surrogates(chunk)
     if not isinstance(chunk, dict):
         raise UpstreamError(f"The upstream {url} sent {type(chunk).__name__} where a JSON object belongs.")
     if "error" in chunk:  # an error reported inside a stream that began with 200
