@@ -16,7 +16,9 @@ class NSampleError(Exception):
         super().__init__(self.message)
 
     def to_dict(self) -> dict:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        """The OpenAI error body; a lone surrogate echoed from the request shows escaped, so the body stays UTF-8."""
+        return {"error": {"message": _utf8(self.message), "type": self.type, "param": _utf8(self.param),
+                          "code": self.code}}
 
 
 class InvalidRequest(NSampleError):
@@ -41,3 +43,7 @@ class ModelMissing(NSampleError):
 
     def __init__(self, message: str):
         super().__init__(message, param="model", code="model_unavailable", type="server_error", status=500)
+
+
+def _utf8(text: str | None) -> str | None:
+    return None if text is None else text.encode("utf-8", "backslashreplace").decode()

@@ -2,10 +2,12 @@
 
 Engine errors (NSampleError) keep their own status, param and code; pydantic validation errors and malformed JSON
 become 400 invalid_request_error with the offending parameter named the way OpenAI names it ("messages.[0].role");
-HTTP errors (401, 404, 405, 408, 413) keep their status; anything unexpected is a 500 server_error. Bad input never
-reaches a 500.
+a body the JSON parser gives up on (nested too deeply, a number too long, not UTF-8) is a 400 invalid_json saying
+why; HTTP errors (401, 404, 405, 408, 413) keep their status; anything unexpected is a 500 server_error. Bad input
+never reaches a 500.
 """
 import logging
+import sys
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -13,11 +15,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from nsample.errors import InvalidRequest, NSampleError
+from nsample.surrogates import check_text
 
 log = logging.getLogger("nsample.server")
 
-TYPES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean", "list": "an array",
-         "dict": "an object", "model": "an object", "model_attributes": "an object", "none": "null"}
+TYPES = {"str": "a string", "string": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
+         "list": "an array", "dict": "an object", "model": "an object", "model_attributes": "an object", "none": "null"}
 UNION_SCALARS = {"str", "int", "float", "bool"}
 HTTP_CODES = {401: "invalid_api_key", 404: "not_found", 405: "method_not_allowed", 408: "request_timeout",
               413: "request_too_large"}
@@ -41,8 +44,27 @@ def server_error(e: BaseException) -> NSampleError:
                         type="server_error", code="internal_error", status=500)
 
 
+def unparsed(cause: BaseException) -> InvalidRequest:
+    """The error for a body that FastAPI's json.loads refused with something other than a syntax error."""
+    if isinstance(cause, RecursionError):
+        why = "it is nested too deeply"
+    elif isinstance(cause, UnicodeDecodeError):
+        why = f"it is not UTF-8 ({cause.reason} at byte {cause.start})"
+    elif isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+        why = f"a number has more than {sys.get_int_max_str_digits()} digits"
+    else:
+        why = str(cause) or type(cause).__name__
+    return InvalidRequest(f"We could not parse the JSON body of your request: {why}.", code="invalid_json")
+
+
 def from_validation(errors: list[dict]) -> InvalidRequest:
     """The first pydantic error as an OpenAI error; union members at the same place are summed up together."""
+    unreadable = next((e for e in errors if e["type"] == "string_unicode"), None)
+    if unreadable is not None:  # a key pydantic cannot read: a lone surrogate, wherever it is in a union
+        try:
+            check_text(unreadable["input"], _param(_strip(unreadable["loc"])), "a key")
+        except InvalidRequest as bad:
+            return bad
     e = errors[0]
     loc = list(e["loc"][1:] if e["loc"][:1] == ("body",) else e["loc"])
     kind, param, in_union = e["type"], _param(loc), any(_is_union_tag(p) for p in loc)
@@ -90,6 +112,8 @@ def install(app: FastAPI, retry_after_s: int) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, e: HTTPException):
+        if e.status_code == 400 and e.__cause__ is not None:  # FastAPI's "There was an error parsing the body"
+            return error_response(unparsed(e.__cause__))
         message = e.detail if e.status_code != 404 else f"Not found: {request.method} {request.url.path}"
         return error_response(http_error(e.status_code, str(message)), headers=e.headers)
 

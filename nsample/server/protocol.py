@@ -12,17 +12,19 @@ so that a typo or an unimplemented feature never silently changes nothing):
   structured_outputs {json, regex, choice, grammar}, besides OpenAI's response_format (on both endpoints);
 * any other key is a 400, code "unknown_parameter". `model` may be omitted (it defaults to the served model, as in
   vLLM); any other name is a 404.
-Types are strict, as at OpenAI: n given as 1.5, "2" or true is a 400 invalid_type, not coerced.
+Types are strict, as at OpenAI: n given as 1.5, "2" or true is a 400 invalid_type, not coerced. A string with a lone
+surrogate, or a value nested deeper than 100 levels, is a 400 naming the parameter (protocol_values.py).
 temperature 0 with n > 1 is allowed and gives n identical choices (vLLM rejects it; OpenAI allows it).
 """
 import json
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nsample.errors import InvalidRequest
 from nsample.models.prompts import Chat
 from nsample.sampling_params import CONSTRAINTS, SamplingParams
+from nsample.server.protocol_values import check_values
 
 MAX_BEST_OF = 20  # OpenAI's limit for best_of
 MAX_COMPLETION_LOGPROBS = 5  # OpenAI's limit for the legacy integer `logprobs`
@@ -92,6 +94,13 @@ class OpenAIRequest(Strict):
     guided_regex: str | None = None
     guided_choice: list[str] | None = None
     guided_grammar: str | None = None
+
+    @model_validator(mode="after")
+    def _check_values(self):
+        """Valid Unicode and bounded nesting everywhere (protocol_values.py). It raises InvalidRequest, which pydantic
+        lets through, rather than a ValueError, so the error names the parameter as OpenAI does."""
+        check_values(self)
+        return self
 
     def structured(self) -> tuple[dict, str | None]:
         """The request's structured-output constraint as SamplingParams fields, and the field the client named it
