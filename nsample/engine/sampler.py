@@ -141,7 +141,8 @@ def sample_rows(logits, p, seeds, positions, counts=None, bias=None, allowed=Non
     if not p.greedy:
         logits = apply_temperature(logits, temperature)
         if p.top_k:
-            logits = apply_top_k(logits, torch.full((R,), p.top_k, device=logits.device))
+            k = min(p.top_k, logits.shape[-1])  # above the vocabulary is off, however large (an int64 holds it)
+            logits = apply_top_k(logits, torch.full((R,), k, device=logits.device))
         if p.top_p < 1:
             logits = apply_top_p(logits, full(p.top_p))
         if p.min_p > 0:
