@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from nsample import analysis
 from nsample.analysis.extractors import answer_key
 from nsample.errors import InvalidRequest
+from nsample.surrogates import check_text
 from nsample.ui.run import Run
 
 PALETTE = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4d7c0f",
@@ -45,6 +46,7 @@ class Checked:
 
 def extract_spec(preset: str, pattern: str = "") -> str:
     """The extractor the selector names: a preset, 'json:<path>', or the user's regex (group 1 if it has one)."""
+    check_text(str(pattern or ""), "extract", "the regex or JSON field path")
     if preset == REGEX:
         if not str(pattern or "").strip():
             raise InvalidRequest("Write a regex for the answer (group 1 is the answer when it has a group).",
@@ -98,6 +100,7 @@ def make_check(kind: str, value: str, extract: str, allow_code: bool, limits: tu
     value = str(value or "")
     if kind == "none" or kind is None:
         return None
+    check_text(value, "check", f"the {kind}")
     if not value.strip() and kind != "JSON schema":
         raise InvalidRequest(f"Write the {kind} to check against.", param="check")
     try:

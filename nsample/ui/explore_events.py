@@ -5,6 +5,7 @@ from functools import partial
 
 import gradio as gr
 
+from nsample.errors import NSampleError
 from nsample.ui import ratings, render
 from nsample.ui.alternatives import alternatives_html
 from nsample.ui.cards import run_cards
@@ -66,7 +67,10 @@ def _note_taker(page, index: int):
         """The note typed under card `index`: kept with the ratings, in the JSON record and the pairs."""
         if run is None or not run.ended:
             return {page.download_json: gr.skip()}
-        ratings.note(run, index, text)
+        try:
+            ratings.note(run, index, text)
+        except NSampleError as e:
+            raise gr.Error(e.message) from None
         out = await render.rated(page, run, tree)
         return {c: v for c, v in out.items() if c in (page.download_json, page.download_pairs)}
 

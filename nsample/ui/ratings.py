@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from nsample import analysis
+from nsample.surrogates import check_text
 from nsample.ui.run import Run
 from nsample.ui.tree import RunTree
 
@@ -48,7 +49,7 @@ def rate(run: Run, index: int, action: str) -> bool:
 
 def note(run: Run, index: int, text: str) -> None:
     if 0 <= index < len(run.cards):
-        run.ratings.notes[index] = str(text or "").strip()
+        run.ratings.notes[index] = check_text(str(text or ""), "note", "the note").strip()
 
 
 def sides(run: Run) -> tuple[list[int], list[int]]:

@@ -9,9 +9,10 @@ from dataclasses import asdict, dataclass, field, replace
 import pandas as pd
 
 from nsample.errors import InvalidRequest
-from nsample.outputs import GenerationResult, StreamEvent, TokenLogprob
 from nsample.models.prompts import Chat
+from nsample.outputs import GenerationResult, StreamEvent, TokenLogprob
 from nsample.sampling_params import MAX_STOP, SamplingParams
+from nsample.surrogates import check_text
 
 DEFAULTS = SamplingParams()
 UI_MAX_N = 16  # cards on the page; the engine's own max_n still applies
@@ -21,6 +22,8 @@ TOP_ALTERNATIVES = 5  # with logprobs on, each token's most likely alternatives,
 MODES = ("chat", "completion")
 ESCAPES = {"\\n": "\n", "\\t": "\t"}  # stop strings typed as \n or \t in the UI
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+BOXES = {"system": "the system prompt", "user": "the user message", "prompt": "the prompt",
+         "continuation": "the text continued", "json_schema": "the JSON schema"}  # RunSpec's text, in words
 
 
 def parse_seed(text) -> int | None:
@@ -78,6 +81,13 @@ class RunSpec:
     logprobs: bool = False  # off: costs nothing; on: mean logprob, ranking and token shading
     continuation: str = ""  # the answer so far, continued by a branch (chat: an assistant turn left open)
     json_schema: str = ""  # a JSON schema every choice must follow (structured output), as typed; "" = none
+
+    def __post_init__(self):
+        """Refuse text with a lone surrogate, whichever way the spec came (the boxes, a link, a branch)."""
+        for name, what in BOXES.items():
+            check_text(getattr(self, name), name, what)
+        for s in self.stop:
+            check_text(s, "stop", "a stop string")
 
     @classmethod
     def from_ui(cls, mode, system, user, prompt, n, seed, temperature, top_p, max_tokens, stop,
