@@ -7,7 +7,9 @@
 Runs schemathesis's coverage phase (boundary and invalid values of every field) and its fuzzing phase
 (`--max-examples` random bodies per operation, valid and invalid) with the checks not_a_server_error,
 status_code_conformance, content_type_conformance and response_schema_conformance (each SSE event of a stream
-too). Prints the number of requests, the status codes seen, the 5xx responses and the failed checks; exits 1 on any.
+too); then the hand-written cases of fuzz_cases.py, which schemathesis cannot generate (lone surrogates, NUL,
+numbers too long for their type, deep nesting, at every field of the schema). Prints the number of requests, the
+status codes seen, the 5xx responses and the failed checks (the hand-written cases under "cases"); exits 1 on any.
 """
 import argparse
 import json
@@ -17,6 +19,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import fuzz_cases
 from server_process import add_arguments, target
 
 CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"
@@ -69,10 +72,13 @@ def main(argv=None) -> int:
     with target(args) as server, tempfile.TemporaryDirectory() as reports:
         code = schemathesis(server.url, args, reports)
         out = tally(reports)
+        cases = fuzz_cases.run(server.url, args.api_key)
+    out = {**out, "responses_5xx": out["responses_5xx"] + cases["responses_5xx"], "cases": cases}
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
-    return 1 if code or out["responses_5xx"] or out["failed_checks"] or not out["requests"] else 0
+    failed = code or out["responses_5xx"] or out["failed_checks"] or cases["failures"]
+    return 1 if failed or not out["requests"] or not cases["requests"] else 0
 
 
 if __name__ == "__main__":

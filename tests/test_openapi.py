@@ -1,5 +1,6 @@
 """/openapi.json describes the real bodies, streams and errors; a bounded schemathesis run finds no 5xx and no
-response outside its schema. (The full run, over 1,000 requests: scripts/fuzz.py.)"""
+response outside its schema, and neither do the hand-written cases (lone surrogates, NUL, over-long numbers, deep
+nesting at every field: scripts/fuzz_cases.py). (The full run, over 1,000 requests: scripts/fuzz.py.)"""
 import httpx
 import pytest
 from live_server import live_server
@@ -44,3 +45,6 @@ def test_bounded_schemathesis_run(url, tmp_path):
     assert code == 0, output
     assert report["requests"] >= 80 and report["responses_5xx"] == 0 and report["failed_checks"] == {}
     assert {200, 400} <= {int(s) for s in report["statuses"]}
+    cases = report["cases"]  # every string and number field of both POST operations, from this document
+    assert cases["requests"] >= 500 and cases["responses_5xx"] == 0 and cases["failures"] == 0, cases
+    assert {200, 400} <= {int(s) for s in cases["statuses"]}
