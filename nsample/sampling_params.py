@@ -2,8 +2,7 @@
 from dataclasses import asdict, dataclass, field, fields
 from numbers import Real
 
-from nsample.errors import InvalidRequest
-from nsample.surrogates import check_text
+from nsample.errors import InvalidRequest, check_text
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_STOP = 4

@@ -1,8 +1,7 @@
 """Turning a prompt (text, chat messages or token ids) into token ids."""
 from dataclasses import dataclass
 
-from nsample.errors import InvalidRequest
-from nsample.surrogates import check_text
+from nsample.errors import InvalidRequest, check_text
 
 ROLES = ("system", "developer", "user", "assistant")
 

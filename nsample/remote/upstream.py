@@ -6,12 +6,11 @@ import logging
 
 import httpx
 
-from nsample.errors import InvalidRequest
+from nsample.errors import LONE_SURROGATE, InvalidRequest, check_text
 from nsample.models.prompts import Chat, is_chat, normalize_messages
 from nsample.remote.config import RemoteConfig
 from nsample.remote.errors import UpstreamError, from_exception, from_status
 from nsample.sampling_params import SamplingParams
-from nsample.surrogates import check_text, without_surrogates
 
 log = logging.getLogger("nsample.remote")
 
@@ -111,7 +110,7 @@ class Upstream:
 
 
 def _checked(url: str, chunk) -> dict:
-    """An upstream's chunk as nsample relays it: a JSON object, its text valid Unicode (nsample.surrogates)."""
+    """An upstream's chunk as nsample relays it: a JSON object, its text valid Unicode."""
     chunk = without_surrogates(chunk)
     if not isinstance(chunk, dict):
         raise UpstreamError(f"The upstream {url} sent {type(chunk).__name__} where a JSON object belongs.")
@@ -120,3 +119,15 @@ def _checked(url: str, chunk) -> dict:
         status = err.get("code") if isinstance(err, dict) and isinstance(err.get("code"), int) else 500
         raise from_status(url, status, json.dumps(chunk))
     return chunk
+
+
+def without_surrogates(value):
+    """A parsed JSON value with each lone surrogate of its strings (keys too) replaced by U+FFFD: text nsample relays
+    rather than receives, where a 400 would blame the client for the upstream (nsample.errors.check_text)."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
+    return value

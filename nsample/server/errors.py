@@ -14,8 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from nsample.errors import InvalidRequest, NSampleError
-from nsample.surrogates import check_text
+from nsample.errors import InvalidRequest, NSampleError, check_text
 
 log = logging.getLogger("nsample.server")
 

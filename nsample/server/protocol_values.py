@@ -2,14 +2,13 @@
 
 Every value of a parsed request is walked with its OpenAI parameter name ("messages.[0].content.[1].text",
 "metadata", "stop.[2]"), so that a new field is covered as soon as it is declared. A string holding a lone surrogate
-is a 400 (nsample.surrogates); so is a value nested deeper than MAX_DEPTH, which no real request needs (a JSON
+is a 400 (nsample.errors.check_text); so is a value nested deeper than MAX_DEPTH, which no real request needs (a JSON
 schema 100 levels deep) and which would exhaust Python's recursion limit further on, in a copy or a dump (a 500).
 JSON deeper than the parser itself takes is refused before this, as unreadable JSON (nsample.server.errors).
 """
 from pydantic import BaseModel
 
-from nsample.errors import InvalidRequest
-from nsample.surrogates import check_text
+from nsample.errors import InvalidRequest, check_text
 
 MAX_DEPTH = 100  # levels of objects and arrays, the body itself being level 0
 SCALARS = (bool, int, float, type(None))

@@ -11,8 +11,7 @@ import plotly.graph_objects as go
 
 from nsample import analysis
 from nsample.analysis.extractors import answer_key
-from nsample.errors import InvalidRequest
-from nsample.surrogates import check_text
+from nsample.errors import InvalidRequest, check_text
 from nsample.ui.run import Run
 
 PALETTE = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4d7c0f",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from nsample import analysis
-from nsample.surrogates import check_text
+from nsample.errors import check_text
 from nsample.ui.run import Run
 from nsample.ui.tree import RunTree
 

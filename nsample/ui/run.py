@@ -8,11 +8,10 @@ from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 
-from nsample.errors import InvalidRequest
+from nsample.errors import InvalidRequest, check_text
 from nsample.models.prompts import Chat
 from nsample.outputs import GenerationResult, StreamEvent, TokenLogprob
 from nsample.sampling_params import MAX_STOP, SamplingParams
-from nsample.surrogates import check_text
 
 DEFAULTS = SamplingParams()
 UI_MAX_N = 16  # cards on the page; the engine's own max_n still applies
