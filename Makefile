@@ -26,7 +26,7 @@ $(TEST_STAMP): $(APP_STAMP)
 	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
 	touch $@
 
-# The C++ kernels are built here (once, a few minutes; a second when built), so the first page load never waits
+# The C++ kernels are built here (once, a few minutes; 3-4 s when built), so the first page load never waits
 # for a compiler; if they cannot be built the app still starts, on the slower ATen path, and says so.
 app: $(APP_STAMP)
 	-$(BIN)/nsample build-kernels

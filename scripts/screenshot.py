@@ -1,6 +1,6 @@
-"""Regenerate the README pictures: run `python app.py` on a free port and, in Chromium, generate once with logprobs
-and sort by them (assets/screenshot.png), then continue the best choice from a point in its text, with tokens
-shaded by probability (assets/screenshot-branch.png).
+"""Regenerate the pictures of the README and docs/: run `python app.py` on a free port and, in Chromium, generate once
+with logprobs and sort by them (docs/assets/screenshot.png), then continue the best choice from a point in its text,
+with tokens shaded by probability (docs/assets/screenshot-branch.png).
 
     python scripts/screenshot.py                      # embedded SmolLM2-135M-Instruct
     python scripts/screenshot.py --model nsample/tiny-random --out /tmp/shot.png --branch-out /tmp/branch.png
@@ -88,8 +88,8 @@ def _branch(page, out: Path) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="default: the embedded SmolLM2-135M-Instruct")
-    p.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png")
-    p.add_argument("--branch-out", type=Path, default=ROOT / "assets" / "screenshot-branch.png")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "assets" / "screenshot.png")
+    p.add_argument("--branch-out", type=Path, default=ROOT / "docs" / "assets" / "screenshot-branch.png")
     p.add_argument("--chromium", default=os.environ.get("CHROMIUM", "/usr/bin/chromium"))
     p.add_argument("--n", type=int, default=4)
     p.add_argument("--seed", type=int, default=1234)

@@ -1,6 +1,6 @@
 """Structured outputs: a grammar (JSON schema, regex, choice list or Lark) constrains which tokens each row may draw.
 
-The grammar library is llguidance, picked over xgrammar after `scripts/bench_grammar.py` on this CPU (README:
+The grammar library is llguidance, picked over xgrammar after `scripts/bench_grammar.py` on this CPU (docs/api.md,
 Structured outputs): it compiles a schema lazily in milliseconds where xgrammar takes half a second before the first
 token, and it is a 3 MB wheel where xgrammar brings 1 GB of triton; xgrammar's masks were faster by about 0.7 ms a
 step for 8 rows. Each of a request's rows keeps its own matcher, fed its own tokens, so a row's mask depends only
