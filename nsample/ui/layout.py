@@ -24,7 +24,7 @@ from nsample.ui.panels import (
 )
 from nsample.ui.run import DEFAULTS, UI_DEFAULT_MAX_TOKENS, UI_DEFAULT_N
 
-EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
+EXAMPLES_FILE = Path(__file__).with_name("examples.json")  # package data, so an installed wheel has them too
 EXAMPLE_FIELDS = ["mode", "system", "user", "prompt", "n", "temperature", "max_tokens"]
 STOP_CHOICES = ["\\n", "\\n\\n", ".", "User:"]
 MAX_TOKENS_SLIDER = 1024
@@ -77,7 +77,7 @@ class Page:
 
 
 def load_examples(path: Path = EXAMPLES_FILE) -> tuple[list[list], list[str]]:
-    """Example prompts from assets/examples.json: rows in EXAMPLE_FIELDS order, and their labels."""
+    """Example prompts from examples.json (beside this file): rows in EXAMPLE_FIELDS order, and their labels."""
     if not path.is_file():
         return [], []
     items = json.loads(path.read_text())
