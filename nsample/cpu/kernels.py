@@ -30,7 +30,8 @@ from nsample.cpu.build_lock import build_lock, wait_s
 
 log = logging.getLogger(__name__)
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = [CSRC / f for f in ("bindings.cpp", "int8_rows.cpp", "gguf_linear.cpp", "linear.cpp", "decode_layer.cpp")]
+SOURCES = [CSRC / f for f in ("bindings.cpp", "int8_rows.cpp", "gguf_linear.cpp", "q8_linear.cpp", "linear.cpp",
+                              "decode_layer.cpp")]
 COMMON = ["-O3", "-fopenmp",
           "-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
 ISA_FLAGS = {  # at::vec picks its implementation from CPU_CAPABILITY_*; the -m flags let the compiler emit it

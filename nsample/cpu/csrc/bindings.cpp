@@ -23,13 +23,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "gguf_linear.cpp: x (M, K), blocks (N, row bytes), type id, bias or None -> (M, N), rows independent");
   m.def("gguf_prefill_linear", &gguf_prefill_linear,
         "gguf_linear.cpp: the same product through at::mm on tiles of expanded weights, for many rows");
+  m.def("q8_available", &q8_available, "q8_linear.cpp: whether this build decodes with int8 activations");
+  m.def("q8_readable", &q8_readable, "q8_linear.cpp: whether a ggml type id has an int8-activation kernel");
+  m.def("q8_quantize", &q8_quantize,
+        "q8_linear.cpp: x (M, K), block 32 or 256 -> (int8 q, scale d per block, per 32: float Σx or int16 Σq)");
+  m.def("q8_block", &q8_block, "q8_linear.cpp: the block a ggml type's activations are rounded in (32 or 256)");
+  m.def("gguf_decode_q8_linear", &gguf_decode_q8_linear,
+        "q8_linear.cpp: gguf_decode_linear with the activations rounded to int8 in blocks of 32, rows independent");
   // module_local: each instruction set's build is a module of its own with its own Linear, and one process may load
   // two (a test forcing AVX2 beside the AVX-512 default); a global registration would clash.
   pybind11::class_<Linear>(m, "Linear", pybind11::module_local(),
                            "linear.h: a linear layer, parts on GGUF blocks or two-level int8")
       .def("__call__", &Linear::operator(), "x (M, K) float -> (M, N) float");
   m.def("gguf_block_linear", &gguf_block_linear,
-        "linear.h: a layer of GGUF block parts side by side (list of blocks, list of type ids, bias or None)");
+        "linear.h: a layer of GGUF block parts side by side (list of blocks, list of type ids, bias or None, int8 "
+        "activations)",
+        pybind11::arg("blocks"), pybind11::arg("types"), pybind11::arg("bias"), pybind11::arg("q8") = false);
   m.def("int8_linear", &int8_linear, "linear.h: a two-level int8 layer (packed, scales, zero points, bias or None)");
   m.def("norm_linear", &norm_linear, "decode_layer.cpp: RMSNorm, then a linear layer");
   m.def("linear_add", &linear_add, "decode_layer.cpp: a linear layer, added into the residual");

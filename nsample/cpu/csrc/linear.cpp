@@ -3,12 +3,15 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+
 std::vector<at::Tensor> split_rows(const at::Tensor& x);  // int8_rows.cpp
 at::Tensor join_levels(const at::Tensor& y, const at::Tensor& t1, const c10::optional<at::Tensor>& bias);
 
-Linear gguf_block_linear(std::vector<at::Tensor> blocks, std::vector<int64_t> types, c10::optional<at::Tensor> bias) {
+Linear gguf_block_linear(std::vector<at::Tensor> blocks, std::vector<int64_t> types, c10::optional<at::Tensor> bias,
+                         bool q8) {
   TORCH_CHECK(!blocks.empty() && blocks.size() == types.size(), "gguf_block_linear: one type per blocks tensor");
-  Linear linear{{}, 0, std::move(bias)};
+  TORCH_CHECK(!q8 || q8_available(), "int8 activations: this build has no such kernel");
+  Linear linear{{}, 0, std::move(bias), q8};
   for (size_t i = 0; i < blocks.size(); ++i) {
     const int64_t N = blocks[i].size(0);
     linear.parts.push_back({true, N, std::move(blocks[i]), types[i], {}, {}, {}});
@@ -20,7 +23,7 @@ Linear gguf_block_linear(std::vector<at::Tensor> blocks, std::vector<int64_t> ty
 
 Linear int8_linear(at::Tensor packed, at::Tensor scales, at::Tensor zero_points, c10::optional<at::Tensor> bias) {
   const int64_t N = scales.size(0) / 2;
-  return {{{false, N, {}, 0, std::move(packed), std::move(scales), std::move(zero_points)}}, N, std::move(bias)};
+  return {{{false, N, {}, 0, std::move(packed), std::move(scales), std::move(zero_points)}}, N, std::move(bias), false};
 }
 
 namespace {
@@ -39,16 +42,31 @@ at::Tensor int8_part(const LinearPart& p, const at::Tensor& x, const c10::option
 }  // namespace
 
 at::Tensor Linear::operator()(const at::Tensor& x) const {
-  if (parts.size() == 1) {  // the bias inside the part's kernel: the same single add, one pass fewer
-    const auto& p = parts[0];
+  const auto on_q8 = [&](const LinearPart& p) { return q8 && p.blocks && q8_readable(p.type); };
+  if (parts.size() == 1 && !on_q8(parts[0])) {  // the bias inside the part's kernel: the same single add, one pass
+    const auto& p = parts[0];                   // fewer
     return p.blocks ? gguf_decode_linear(x, p.data, p.type, bias) : int8_part(p, x, bias);
+  }
+  // The activations rounded to int8 once for all the parts that read them so, per block size.
+  std::vector<at::Tensor> rounded[2];  // blocks of 32, of 256
+  const auto xq = [&](const LinearPart& p) -> const std::vector<at::Tensor>& {
+    auto& r = rounded[q8_block(p.type) == 256];
+    if (r.empty()) r = q8_quantize(x, q8_block(p.type));
+    return r;
+  };
+  if (parts.size() == 1) {
+    auto y = at::empty({x.size(0), N}, x.options());
+    gguf_decode_q8_into(xq(parts[0]), parts[0].data, parts[0].type, y, bias);
+    return y;
   }
   // Each part into its columns; the bias after, as each element's one add of it either way.
   auto y = at::empty({x.size(0), N}, x.options());
   int64_t n0 = 0;
   for (const auto& p : parts) {
     auto columns = y.narrow(1, n0, p.N);
-    if (p.blocks) {
+    if (on_q8(p)) {
+      gguf_decode_q8_into(xq(p), p.data, p.type, columns, c10::nullopt);
+    } else if (p.blocks) {
       gguf_decode_into(x, p.data, p.type, columns, c10::nullopt);
     } else {
       columns.copy_(int8_part(p, x, c10::nullopt));

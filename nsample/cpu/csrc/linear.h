@@ -21,11 +21,13 @@ struct Linear {
   std::vector<LinearPart> parts;
   int64_t N;                       // all parts' columns
   c10::optional<at::Tensor> bias;  // (N,)
+  bool q8 = false;                 // blocks: decode with int8 activations where the format has a kernel (q8_linear.cpp)
 
   at::Tensor operator()(const at::Tensor& x) const;  // x (M, K) float -> (M, N) float
 };
 
-Linear gguf_block_linear(std::vector<at::Tensor> blocks, std::vector<int64_t> types, c10::optional<at::Tensor> bias);
+Linear gguf_block_linear(std::vector<at::Tensor> blocks, std::vector<int64_t> types, c10::optional<at::Tensor> bias,
+                         bool q8);
 Linear int8_linear(at::Tensor packed, at::Tensor scales, at::Tensor zero_points, c10::optional<at::Tensor> bias);
 
 // gguf_linear.cpp: blocks (N, row bytes) of a ggml type, read as the file holds them.
@@ -37,3 +39,13 @@ at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, in
                                const c10::optional<at::Tensor>& bias);  // the same through at::mm, for many rows
 void gguf_decode_into(const at::Tensor& x, const at::Tensor& blocks, int64_t type, at::Tensor& y,
                       const c10::optional<at::Tensor>& bias);  // into y (M, N), a view with unit column stride
+
+// q8_linear.cpp: the decode product with the activation rows rounded to int8 in blocks of 32 (x86 AVX2 only).
+bool q8_available();                                             // whether this build has the kernels
+bool q8_readable(int64_t type);                                  // whether a ggml type has one
+std::vector<at::Tensor> q8_quantize(const at::Tensor& x, int64_t block);  // x (M, K) -> (q, d, sums), block 32|256
+int64_t q8_block(int64_t type);                                  // the block a type's kernel wants
+void gguf_decode_q8_into(const std::vector<at::Tensor>& xq, const at::Tensor& blocks, int64_t type, at::Tensor& y,
+                         const c10::optional<at::Tensor>& bias);  // into y (M, N), unit column stride
+at::Tensor gguf_decode_q8_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
+                                 const c10::optional<at::Tensor>& bias);  // x (M, K) -> (M, N), rows independent

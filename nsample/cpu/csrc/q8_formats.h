@@ -1,0 +1,145 @@
+// The GGUF block formats read as small integers for a dot product with int8 activations (q8_linear.cpp). The
+// 32-weight formats: each block as 32 bytes (unsigned nibbles or 5-bit values, or signed values), its float scale
+// per lane of eight int32 sums, and the coefficient of the activations' plain sum (a format's minimum or offset):
+//     Σ_i w_i·x_i ≈ Σ_lanes scale·dot(w, q)·d + min·Σ_i x_i   (x_i ≈ d·q_i, q int8, d per 32 weights)
+// The K-quants below, whose scales are integers within a 256-weight block, keep a whole block's sum in integers.
+// The same block layouts as gguf_formats.h, which reads them to float32; llama.cpp's AVX2 vec_dot kernels
+// (ggml-cpu/arch/x86/quants.c) unpack them the same way. x86 (AVX2) only: elsewhere decode keeps float32
+// activations.
+#pragma once
+#if defined(__AVX2__)
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "gguf_formats.h"
+
+namespace q8 {
+
+// A chunk of 32 weights: bytes w (unsigned, or signed where SIGNED), scale (8 floats: lane k covers weights
+// 4k .. 4k + 3), min (times the chunk's Σx).
+struct Chunk {
+  __m256i w;
+  __m256 scale;
+  float min;
+};
+
+inline __m256i load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256i mask(int m) { return _mm256_set1_epi8(static_cast<char>(m)); }
+// 16 bytes of nibbles as 32: weight i < 16 the low nibble of byte i, the rest the high nibble of byte i - 16.
+inline __m256i nibbles16(const uint8_t* qs) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), mask(0x0F));
+}
+// Bit i of a little-endian uint32 as 0x10 in byte i (Q5_0 / Q5_1's fifth bits).
+inline __m256i fifth_bits(const uint8_t* qh) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(  // byte i <- byte i / 8 of h
+      _mm256_set1_epi32(static_cast<int>(h)),
+      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
+                                        _mm256_set1_epi64x(-1));  // all bits but bit i % 8 set: 0xFF iff it is
+  return _mm256_and_si256(set, mask(0x10));
+}
+// Bits [shift, shift + width) of each byte, moved to bit `to` (16-bit shifts; the mask drops what crossed bytes).
+inline __m256i bits(const __m256i& v, int shift, int width, int to) {
+  const __m256i x = _mm256_and_si256(_mm256_srli_epi16(v, shift), mask((1 << width) - 1));
+  return to ? _mm256_slli_epi16(x, to) : x;
+}
+
+struct Q4_0 {  // d·(q - 8)
+  static constexpr bool K = false, SIGNED = false, MIN = true;
+  static Chunk chunk(const uint8_t* b, int) {
+    const float d = gguf::half(b);
+    return {nibbles16(b + 2), _mm256_set1_ps(d), -8.0f * d};
+  }
+};
+struct Q4_1 {  // d·q + m
+  static constexpr bool K = false, SIGNED = false, MIN = true;
+  static Chunk chunk(const uint8_t* b, int) {
+    return {nibbles16(b + 4), _mm256_set1_ps(gguf::half(b)), gguf::half(b + 2)};
+  }
+};
+struct Q5_0 {  // d·(q - 16)
+  static constexpr bool K = false, SIGNED = false, MIN = true;
+  static Chunk chunk(const uint8_t* b, int) {
+    const float d = gguf::half(b);
+    return {_mm256_or_si256(nibbles16(b + 6), fifth_bits(b + 2)), _mm256_set1_ps(d), -16.0f * d};
+  }
+};
+struct Q5_1 {  // d·q + m
+  static constexpr bool K = false, SIGNED = false, MIN = true;
+  static Chunk chunk(const uint8_t* b, int) {
+    return {_mm256_or_si256(nibbles16(b + 8), fifth_bits(b + 4)), _mm256_set1_ps(gguf::half(b)),
+            gguf::half(b + 2)};
+  }
+};
+struct Q8_0 {  // d·q, q signed
+  static constexpr bool K = false, SIGNED = true, MIN = false;
+  static Chunk chunk(const uint8_t* b, int) { return {load(b + 2), _mm256_set1_ps(gguf::half(b)), 0.0f}; }
+};
+// The K-quants, against activations rounded per 256 (llama.cpp's Q8_K, q8_linear.cpp): a block's eight 32-weight
+// chunks as bytes, each with its integer scale as 16 int16 lanes (lane k covers weights 2k, 2k + 1), so a block's
+// sum stays an exact int32 until one float multiply by d (and, for Q4_K and Q5_K, -dmin times Σ_j m_j·Σ_j q).
+struct KBlock {
+  float d, dmin;
+  int16_t sc[8], m[8];  // Q4_K, Q5_K: sub-block j's scale and minimum
+};
+inline KBlock scales_mins(const uint8_t* b) {
+  KBlock k{gguf::half(b), gguf::half(b + 2), {}, {}};
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    gguf::scale_min(b + 4, j, sc, m);
+    k.sc[j] = static_cast<int16_t>(sc), k.m[j] = static_cast<int16_t>(m);
+  }
+  return k;
+}
+struct Q4_K {  // sub-block j: (d·sc)·q - dmin·m
+  static constexpr bool K = true, SIGNED = false, MIN = true;
+  static KBlock block(const uint8_t* b) { return scales_mins(b); }
+  static __m256i weights(const uint8_t* b, int j) { return bits(load(b + 16 + 32 * (j / 2)), 4 * (j % 2), 4, 0); }
+  static __m256i scale(const uint8_t*, const KBlock& k, int j) { return _mm256_set1_epi16(k.sc[j]); }
+};
+struct Q5_K {  // Q4_K's nibbles with bit j of qh[i] as the fifth
+  static constexpr bool K = true, SIGNED = false, MIN = true;
+  static KBlock block(const uint8_t* b) { return scales_mins(b); }
+  static __m256i weights(const uint8_t* b, int j) {
+    return _mm256_or_si256(bits(load(b + 48 + 32 * (j / 2)), 4 * (j % 2), 4, 0), bits(load(b + 16), j, 1, 4));
+  }
+  static __m256i scale(const uint8_t*, const KBlock& k, int j) { return _mm256_set1_epi16(k.sc[j]); }
+};
+struct Q6_K {  // d·scales[w / 16]·(q - 32), q's low four bits from ql and top two from qh (gguf_formats.h)
+  static constexpr bool K = true, SIGNED = true, MIN = false;
+  static KBlock block(const uint8_t* b) { return {gguf::half(b + 208), 0.0f, {}, {}}; }
+  static __m256i weights(const uint8_t* b, int j) {
+    const int h = j / 4, t = j % 4;
+    const __m256i low = bits(load(b + 64 * h + 32 * (t % 2)), t < 2 ? 0 : 4, 4, 0);
+    return _mm256_sub_epi8(_mm256_or_si256(low, bits(load(b + 128 + 32 * h), 2 * t, 2, 4)), mask(32));
+  }
+  static __m256i scale(const uint8_t* b, const KBlock&, int j) {
+    const int8_t* s = reinterpret_cast<const int8_t*>(b + 192) + 2 * j;
+    return _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
+  }
+};
+
+// Calls fn(Format{}, gguf's Format{}) for a quantized ggml type id; returns false for any other (F32, F16, BF16).
+// A K-quant's Format has `block`, `weights` and `scale`; the others `chunk`.
+template <class Fn>
+bool with_format(int64_t type, Fn&& fn) {
+  switch (type) {
+    case gguf::Q4_0::TYPE: fn(Q4_0{}, gguf::Q4_0{}); return true;
+    case gguf::Q4_1::TYPE: fn(Q4_1{}, gguf::Q4_1{}); return true;
+    case gguf::Q5_0::TYPE: fn(Q5_0{}, gguf::Q5_0{}); return true;
+    case gguf::Q5_1::TYPE: fn(Q5_1{}, gguf::Q5_1{}); return true;
+    case gguf::Q8_0::TYPE: fn(Q8_0{}, gguf::Q8_0{}); return true;
+    case gguf::Q4_K::TYPE: fn(Q4_K{}, gguf::Q4_K{}); return true;
+    case gguf::Q5_K::TYPE: fn(Q5_K{}, gguf::Q5_K{}); return true;
+    case gguf::Q6_K::TYPE: fn(Q6_K{}, gguf::Q6_K{}); return true;
+    default: return false;
+  }
+}
+
+}  // namespace q8
+#endif

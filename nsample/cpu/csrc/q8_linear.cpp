@@ -1,0 +1,276 @@
+// Decode-time linear layers on a GGUF file's blocks with int8 activations, as llama.cpp computes them: each
+// activation row rounded to int8 (d = max|x| / 127, q = round(x / d)) in blocks of 32 for the 32-weight formats
+// (llama.cpp's Q8_0) and of 256 for the K-quants (its Q8_K, with each 32's sum of q beside), integer dot products
+// with the weights' small integers (vpmaddubsw, vpmaddwd), scaled in float once per 32 weights, or for a K-quant
+// once per 256 (q8_formats.h).
+// The weights are never expanded to float32, so a step costs some four instructions per 32 weights and row
+// instead of the float kernel's (gguf_linear.cpp) expansion and a multiply-add per weight and row.
+// Numbers: a row's activations are rounded (relative error about 0.4% per block), not its weights' expansion.
+// Rows stay bitwise independent: each row is rounded by itself, integer sums are exact, and each output is one
+// row's float sum over its chunks in a fixed order, whatever M and the other rows are.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "gguf_formats.h"
+#include "linear.h"
+#include "q8_formats.h"
+
+#if defined(__AVX2__)
+namespace {
+
+constexpr int TILE = 8;    // activation rows per pass over a column's blocks
+constexpr int GROUP = 4;   // columns per step of the column loop
+constexpr int AHEAD = 4;   // columns: each group asks for the blocks of the group this far ahead
+constexpr int columns(int R) { return R >= 1 ? 1 : 2; }  // side by side: hides the dot chain's latency
+
+struct Rows {  // q8_quantize's output: q (M, K) int8, d (M, K / block), and per 32: sum (float Σx) or qsum (Σq)
+  const int8_t* q;
+  const float* d;
+  const float* sum;     // block 32
+  const int16_t* qsum;  // block 256
+  int64_t K;
+};
+
+// Eight int32 lanes, lane k = Σ of u_i·s_i over bytes 4k .. 4k + 3 (u unsigned, s signed; pair sums stay within
+// int16: u <= 63 against |s| <= 127, or |u| <= 128 against |s| <= 127 for the signed formats' magnitudes).
+inline __m256i dot(const __m256i& u, const __m256i& s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+inline float hsum(const __m256& v) {  // lanes in a fixed order
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// Rows r0 .. r0 + R - 1 against columns n0 .. n0 + C - 1: per output, acc += dot·(scale·d) chunk by chunk, and
+// lin += min·Σx, in order; then y = Σ lanes + lin (+ bias).
+template <class Q, class F, int R, int C>
+void tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n0, float* y, int64_t ldy,
+          const float* bias) {
+  __m256 acc[R][C];
+  float lin[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps(), lin[r][c] = 0.0f;
+  const int64_t KB = x.K / 32, nb = x.K / F::WEIGHTS;
+  for (int64_t b = 0; b < nb; ++b)
+#pragma GCC unroll 8
+    for (int j = 0; j < F::WEIGHTS / 32; ++j) {
+      const int64_t k = b * (F::WEIGHTS / 32) + j;
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        const q8::Chunk ch = Q::chunk(w + (n0 + c) * row + b * F::BYTES, j);
+        const __m256i u = Q::SIGNED ? _mm256_sign_epi8(ch.w, ch.w) : ch.w;
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int64_t at = (r0 + r) * KB + k;
+          __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + 32 * at);
+          if (Q::SIGNED) s = _mm256_sign_epi8(s, ch.w);
+          const __m256 p = _mm256_cvtepi32_ps(dot(u, s));
+          acc[r][c] = _mm256_fmadd_ps(p, _mm256_mul_ps(ch.scale, _mm256_set1_ps(x.d[at])), acc[r][c]);
+          if (Q::MIN) lin[r][c] += ch.min * x.sum[at];
+        }
+      }
+    }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      const float v = hsum(acc[r][c]) + lin[r][c];
+      y[(r0 + r) * ldy + n0 + c] = bias ? v + bias[n0 + c] : v;
+    }
+}
+
+// The same for a K-quant against rows rounded per 256: a block's chunks summed in int32 with their integer scales,
+// then acc += sum·(d·d_x), and lin -= (dmin·d_x)·Σ_j m_j·Σq_j for the formats with minimums.
+template <class Q, class F, int R, int C>
+void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n0, float* y, int64_t ldy,
+           const float* bias) {
+  __m256 acc[R][C];
+  float lin[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps(), lin[r][c] = 0.0f;
+  const int64_t nb = x.K / 256;
+  for (int64_t b = 0; b < nb; ++b)
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      const uint8_t* block = w + (n0 + c) * row + b * F::BYTES;
+      const q8::KBlock k = Q::block(block);
+      __m256i sum[R];
+      for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m256i wv = Q::weights(block, j), sc = Q::scale(block, k, j);
+        const __m256i u = Q::SIGNED ? _mm256_sign_epi8(wv, wv) : wv;
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + (r0 + r) * x.K + 256 * b + 32 * j);
+          if (Q::SIGNED) s = _mm256_sign_epi8(s, wv);
+          sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), sc));
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const float dx = x.d[(r0 + r) * nb + b];
+        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r]), _mm256_set1_ps(k.d * dx), acc[r][c]);
+        if (Q::MIN) {
+          const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qsum + ((r0 + r) * nb + b) * 8));
+          const __m128i p = _mm_madd_epi16(qs, _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.m)));
+          const __m128i p2 = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4E));
+          const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_shuffle_epi32(p2, 0xB1)));
+          lin[r][c] -= (k.dmin * dx) * static_cast<float>(total);
+        }
+      }
+    }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      const float v = hsum(acc[r][c]) + lin[r][c];
+      y[(r0 + r) * ldy + n0 + c] = bias ? v + bias[n0 + c] : v;
+    }
+}
+
+inline void prefetch(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
+// A tile of the format's kind.
+template <class Q, class F, int R, int C>
+void any_tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n0, float* y, int64_t ldy,
+              const float* bias) {
+  if constexpr (Q::K) {
+    ktile<Q, F, R, C>(x, r0, w, row, n0, y, ldy, bias);
+  } else {
+    tile<Q, F, R, C>(x, r0, w, row, n0, y, ldy, bias);
+  }
+}
+
+// y (M rows, stride ldy) = x · Wᵀ (+ bias): columns split across threads GROUP at a time; in each group the rows
+// go by in tiles of TILE, then 4, 2, 1.
+template <class Q, class F>
+void decode(const Rows& x, int64_t M, const uint8_t* w, int64_t N, float* y, int64_t ldy, const float* bias) {
+  const int64_t row = gguf::row_bytes<F>(x.K);
+  at::parallel_for(0, (N + GROUP - 1) / GROUP, 4, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t n = g * GROUP, cols = std::min<int64_t>(GROUP, N - n);
+      for (int64_t a = n + AHEAD; a < std::min<int64_t>(N, n + AHEAD + GROUP); ++a) prefetch(w + a * row, row);
+      for (int64_t r0 = 0; r0 < M;) {
+        const int64_t left = M - r0;
+        const auto run = [&](auto tile_rows) {
+          constexpr int R = decltype(tile_rows)::value;
+          if (cols == GROUP) {
+            for (int c = 0; c < GROUP; c += columns(R)) any_tile<Q, F, R, columns(R)>(x, r0, w, row, n + c, y, ldy, bias);
+          } else {
+            for (int c = 0; c < cols; ++c) any_tile<Q, F, R, 1>(x, r0, w, row, n + c, y, ldy, bias);  // the end of N
+          }
+          r0 += R;
+        };
+        if (left >= TILE) {
+          run(std::integral_constant<int, TILE>());
+        } else if (left >= 4) {
+          run(std::integral_constant<int, 4>());
+        } else if (left >= 2) {
+          run(std::integral_constant<int, 2>());
+        } else {
+          run(std::integral_constant<int, 1>());
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+#endif
+
+bool q8_available() {
+#if defined(__AVX2__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool q8_readable(int64_t type) {
+#if defined(__AVX2__)
+  return q8::with_format(type, [](auto, auto) {});
+#else
+  (void)type;
+  return false;
+#endif
+}
+
+// x (M, K) float -> (q int8 (M, K), d (M, K / block), and per 32: sum (float Σx) for block 32 or qsum (int16 Σq)
+// for block 256), each block by itself.
+std::vector<at::Tensor> q8_quantize(const at::Tensor& x, int64_t block) {
+  TORCH_CHECK(block == 32 || block == 256, "block: 32 or 256");
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous() && x.size(1) % block == 0,
+              "x: contiguous float (M, K), K a multiple of ", block);
+  const int64_t M = x.size(0), K = x.size(1), blocks = M * K / block;
+  auto q = at::empty({M, K}, x.options().dtype(at::kChar));
+  auto d = at::empty({M, K / block}, x.options());
+  auto sum = at::empty({M, K / 32}, x.options().dtype(block == 32 ? at::kFloat : at::kShort));
+  const float* xp = x.data_ptr<float>();
+  int8_t* qp = q.data_ptr<int8_t>();
+  float* dp = d.data_ptr<float>();
+  for (int64_t k = 0; k < blocks; ++k) {
+    const float* b = xp + block * k;
+    float amax = 0.0f;
+    for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(b[i]));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int i = 0; i < block; ++i) qp[block * k + i] = static_cast<int8_t>(std::nearbyint(b[i] * inv));
+    dp[k] = amax / 127.0f;
+  }
+  for (int64_t k = 0; k < M * K / 32; ++k) {
+    float s = 0.0f;
+    int qs = 0;
+    for (int i = 0; i < 32; ++i) s += xp[32 * k + i], qs += qp[32 * k + i];
+    if (block == 32) {
+      sum.data_ptr<float>()[k] = s;
+    } else {
+      sum.data_ptr<int16_t>()[k] = static_cast<int16_t>(qs);
+    }
+  }
+  return {q, d, sum};
+}
+
+// The block a type's activations are rounded in: 256 for the K-quants, else 32.
+int64_t q8_block(int64_t type) {
+  return type == gguf::Q4_K::TYPE || type == gguf::Q5_K::TYPE || type == gguf::Q6_K::TYPE ? 256 : 32;
+}
+
+// y (M, N), a view with unit column stride, = the rows' product with blocks (N, row bytes) of a quantized type.
+void gguf_decode_q8_into(const std::vector<at::Tensor>& xq, const at::Tensor& blocks, int64_t type, at::Tensor& y,
+                         const c10::optional<at::Tensor>& bias) {
+  TORCH_CHECK(xq.size() == 3, "xq: q8_quantize's (q, d, sum)");
+  TORCH_CHECK(xq[0].size(1) == q8_block(type) * xq[1].size(1), "xq: rounded in blocks of ", q8_block(type),
+              " for type ", type);
+  TORCH_CHECK(blocks.dim() == 2 && blocks.scalar_type() == at::kByte && blocks.is_contiguous(), "blocks");
+  const int64_t M = xq[0].size(0), K = xq[0].size(1), N = blocks.size(0);
+  TORCH_CHECK(y.dim() == 2 && y.size(0) == M && y.size(1) == N && y.stride(1) == 1 && y.scalar_type() == at::kFloat,
+              "y: float (M, N) with unit column stride");
+  TORCH_CHECK(!bias.has_value() || (bias->numel() == N && bias->is_contiguous()), "bias: contiguous float (N,)");
+#if defined(__AVX2__)
+  const bool per32 = xq[2].scalar_type() == at::kFloat;
+  const Rows x{xq[0].data_ptr<int8_t>(), xq[1].data_ptr<float>(), per32 ? xq[2].data_ptr<float>() : nullptr,
+               per32 ? nullptr : xq[2].data_ptr<int16_t>(), K};
+  const float* bp = bias.has_value() ? bias->data_ptr<float>() : nullptr;
+  const bool known = q8::with_format(type, [&](auto q, auto f) {
+    using F = decltype(f);
+    TORCH_CHECK(blocks.size(1) == gguf::row_bytes<F>(K), "blocks: ", blocks.size(1), " bytes a row, not K = ", K,
+                " weights of type ", type);
+    decode<decltype(q), F>(x, M, blocks.data_ptr<uint8_t>(), N, y.data_ptr<float>(), y.stride(0), bp);
+  });
+  TORCH_CHECK(known, "GGUF type ", type, " has no int8-activation kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, ",
+              "Q6_K do)");
+#else
+  TORCH_CHECK(false, "int8 activations need x86 AVX2 (this build has no such kernel)");
+#endif
+}
+
+at::Tensor gguf_decode_q8_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
+                                 const c10::optional<at::Tensor>& bias) {
+  auto y = at::empty({x.size(0), blocks.size(0)}, x.options());
+  gguf_decode_q8_into(q8_quantize(x, q8_block(type)), blocks, type, y, bias);
+  return y;
+}
