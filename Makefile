@@ -45,7 +45,7 @@ bench: $(APP_STAMP)
 
 # The table on GGUF files people download: the embedded model requantized by llama.cpp (Q4_K_M, Q6_K, Q8_0) and a
 # 1.1B random-weight Llama (Q4_1, Q4_K_M; built once, ~4 min, 1.4 GB), then the 1.1B Q4_K_M on the AVX2 kernels.
-BENCH_GGUF ?= --methods fast llama --prompts 16 512 --n 1 8
+BENCH_GGUF ?= --methods fast fast-int8 llama --prompts 16 512 --n 1 8
 bench-gguf: $(TEST_STAMP)
 	$(BIN)/python scripts/benchmark.py --gguf $$($(BIN)/python scripts/make_fixtures.py --embedded --large --paths) $(BENCH_GGUF)
 	$(BIN)/python scripts/benchmark.py --gguf $$($(BIN)/python scripts/make_fixtures.py --types Q4_K_M --paths) \

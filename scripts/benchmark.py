@@ -6,6 +6,7 @@ llama.cpp loaded next to torch ran up to 1.6x slower), on the same model and thr
 tokens per choice (temperature 1, eos ignored):
   fast       nsample with its default weights here (EngineConfig.quantize="auto": a GGUF file's own blocks
              where nsample's kernels build, int8 for other models on CPUs with AMX)
+  fast-int8  the same with decode_activations="int8": a GGUF's decode steps on int8 activations, as llama.cpp
   int8       nsample with quantize="int8" (the file dequantized, then two-level int8), where it is fast (AMX)
   fp32       nsample with the weights as loaded (quantize="none")
   nrs        Hugging Face generate(num_return_sequences=n) on the float32 model
@@ -45,10 +46,11 @@ from pathlib import Path
 
 TEXT = ("The history of the printing press begins in the fifteenth century, when movable type changed how "
         "books were made, copied and read across Europe and beyond. ")
-METHODS = ("fast", "int8", "fp32", "nrs", "llama", "llama-seq")
-NSAMPLE_METHODS = ("fast", "int8", "fp32", "nrs")  # the order the header takes nsample's process figures in
+METHODS = ("fast", "fast-int8", "int8", "fp32", "nrs", "llama", "llama-seq")
+NSAMPLE_METHODS = ("fast", "fast-int8", "int8", "fp32", "nrs")  # the order the header takes nsample's figures in
 LLAMA = Path(__file__).with_name("bench_llamacpp.py")
-QUANTIZE = {"fast": "auto", "int8": "int8"}  # method -> nsample quantize (others: "none")
+QUANTIZE = {"fast": "auto", "fast-int8": "auto", "int8": "int8"}  # method -> nsample quantize (others: none)
+ACTIVATIONS = {"fast-int8": "int8"}  # method -> decode_activations (others: float32)
 HF_KINDS = {"embed_tokens": "token_embd", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate",
             "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "lm_head": "output", "norm": "output_norm",
@@ -86,12 +88,13 @@ def _reset_peak_rss() -> None:
         f.write("5")
 
 
-def load_engine(args, quantize: str):
+def load_engine(args, quantize: str, activations: str = "float32"):
     """nsample.load(args.model) with its wall time and this process's memory right after it."""
     import nsample
 
     t0 = time.perf_counter()
-    engine = nsample.load(args.model, device=args.device, dtype=args.dtype, quantize=quantize)
+    engine = nsample.load(args.model, device=args.device, dtype=args.dtype, quantize=quantize,
+                          decode_activations=activations)
     return engine, {"load_s": time.perf_counter() - t0, **memory("load")}
 
 
@@ -125,7 +128,7 @@ def measure(args) -> dict:
     import torch
 
     method, P, n = args.one
-    engine, loaded = load_engine(args, QUANTIZE.get(method, "none"))
+    engine, loaded = load_engine(args, QUANTIZE.get(method, "none"), ACTIVATIONS.get(method, "float32"))
     model, tok, dev = engine.model, engine.tokenizer, engine.device
     ids, T = prompt_of(tok, P), args.new_tokens
     hf = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tok.eos_token_id)
@@ -311,6 +314,8 @@ def methods_for(args, target: Target) -> list[str]:
     if not llama and any(m.startswith("llama") for m in args.methods):
         print("llama.cpp columns skipped: they need a GGUF file and llama-cpp-python (make test installs it)")
     methods = [m for m in args.methods if llama or not m.startswith("llama")]
+    if target.gguf is None:
+        methods = [m for m in methods if m != "fast-int8"]  # no blocks: decode_activations changes nothing
     if resolve_quantize("auto", args.device if args.device != "auto" else "cpu") != "int8":
         methods = [m for m in methods if m != "int8"]  # oneDNN's int8 GEMM is slow here (quantize.INT8_FLAGS)
     return methods
@@ -327,7 +332,7 @@ def table(args, target: Target) -> None:
     loads = spawn_loads(args, target) if any(m in NSAMPLE_METHODS for m in methods) else []
     T, first = args.new_tokens, True
     head = f"{'prompt':>6} {'n':>3} | " + " | ".join(f"{m + ' s':>11} {'tok/s':>6}" for m in methods) + \
-           f" | {'MiB':>5} | fast/llama int8/llama fast/nrs fp32/llama"
+           f" | {'MiB':>5} | fast/llama i8act/llama int8/llama fast/nrs fp32/llama"
     for P in args.prompts:
         for n in args.n:
             r = {m: spawn(args, target, m, P, n) for m in methods}
@@ -337,7 +342,8 @@ def table(args, target: Target) -> None:
             toks = n * T
             mib = r.get("fast", r.get("fp32", {})).get("peak_mib", float("nan"))
             print(f"{P:>6} {n:>3} | " + " | ".join(f"{r[m]['wall']:11.2f} {toks / r[m]['wall']:6.1f}" for m in methods)
-                  + f" | {mib:5.0f} | {speedup(r, 'fast', 'llama'):>10} {speedup(r, 'int8', 'llama'):>10} "
+                  + f" | {mib:5.0f} | {speedup(r, 'fast', 'llama'):>10} {speedup(r, 'fast-int8', 'llama'):>10} "
+                  f"{speedup(r, 'int8', 'llama'):>10} "
                   f"{speedup(r, 'fast', 'nrs'):>8} {speedup(r, 'fp32', 'llama'):>10}", flush=True)
 
 

@@ -4,11 +4,16 @@ For each prompt, a 64-token greedy continuation from the float32 engine and from
 public API; prints per prompt whether the continuations are identical, where they first differ and the mean
 |Δ logprob| of the chosen tokens while they agree, then the share of identical continuations (issue 10's
 bar: >= 90%) and the mean |Δ logprob| over all agreeing positions.
-Usage: python scripts/quality.py [--model FILE.gguf] [--mode auto] [--max-tokens 64] [--prompts 20] [--threads 2]
+Usage: python scripts/quality.py [--model FILE.gguf] [--mode auto] [--activations float32] [--max-tokens 64] [--prompts 20]
+                                 [--threads 2]
 """
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -53,6 +58,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="default: the embedded SmolLM2-135M-Instruct (a GGUF file)")
     ap.add_argument("--mode", default="auto", help="the fast path, an EngineConfig.quantize value")
+    ap.add_argument("--activations", default="float32", help="a GGUF's decode activations, an "
+                    "EngineConfig.decode_activations value (float32, int8)")
+    ap.add_argument("--llama", action="store_true", help="also llama.cpp's greedy continuations of the same file "
+                    "against the same float32 reference (scripts/greedy_llamacpp.py, in its own process)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--prompts", type=int, default=len(PROMPTS))
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -61,15 +70,36 @@ def main():
         torch.set_num_threads(args.threads)
     prompts = PROMPTS[: args.prompts]
     reference = nsample.load(args.model, quantize="none")  # a GGUF file dequantized to float32 by transformers
-    fast = nsample.load(args.model, quantize=args.mode)
-    mode = fast.quantize
+    fast = nsample.load(args.model, quantize=args.mode, decode_activations=args.activations)
+    mode = fast.quantize + (" (int8 activations)" if fast.int8_activations else "")
     ref, ref_s = continuations(reference, prompts, args.max_tokens)
     got, fast_s = continuations(fast, prompts, args.max_tokens)
+    llama = llama_continuations(fast, prompts, args) if args.llama else None
     reference.close()
     fast.close()
-    rows = compare(ref, got)
-    print(f"{reference.name}: float32 vs quantize={mode}, greedy, {args.max_tokens} tokens, {torch.get_num_threads()} "
-          f"threads\n{'prompt':<48} {'same':>4} {'diff@':>5} {'mean|Δlp|':>9}")
+    report(f"{reference.name}: float32 vs quantize={mode}", prompts, compare(ref, got), args)
+    print(f"time, greedy n=1 (a busy machine makes this rough): float32 {ref_s:.1f}s, {mode} {fast_s:.1f}s, "
+          f"{ref_s / fast_s:.2f}x")
+    if llama is not None:
+        report(f"{reference.name}: float32 vs llama.cpp on the same file", prompts, compare(ref, llama), args)
+
+
+def llama_continuations(engine: Engine, prompts: list[str], args) -> list[Continuation]:
+    """llama.cpp's greedy continuations of the same prompt ids (the engine's chat template), in its own process."""
+    from nsample.models.embedded import embedded_gguf
+
+    job = {"gguf": str(args.model or embedded_gguf()), "max_tokens": args.max_tokens, "eos": sorted(engine.eos_ids),
+           "threads": torch.get_num_threads(),
+           "prompts": [engine.tokenize([{"role": "user", "content": p}]) for p in prompts]}
+    script = Path(__file__).with_name("greedy_llamacpp.py")
+    done = subprocess.run([sys.executable, str(script)], input=json.dumps(job), capture_output=True, text=True,
+                          check=True)
+    return [(ids, lps) for ids, lps in json.loads(done.stdout)]
+
+
+def report(title: str, prompts: list[str], rows: list[dict], args) -> None:
+    print(f"{title}, greedy, {args.max_tokens} tokens, {torch.get_num_threads()} threads\n"
+          f"{'prompt':<48} {'same':>4} {'diff@':>5} {'mean|Δlp|':>9}")
     for p, r in zip(prompts, rows):
         mean = statistics.fmean(r["deltas"]) if r["deltas"] else float("nan")
         diff = "-" if r["first_diff"] is None else r["first_diff"]
@@ -79,8 +109,6 @@ def main():
     print(f"identical continuations: {same}/{len(rows)} = {100 * same / len(rows):.0f}% (bar: >= 90%)")
     print(f"mean |Δ logprob| of the chosen tokens where the continuations agree: {statistics.fmean(deltas):.5f} "
           f"(max {max(deltas):.5f}, {len(deltas)} tokens)")
-    print(f"time, greedy n=1 (a busy machine makes this rough): float32 {ref_s:.1f}s, {mode} {fast_s:.1f}s, "
-          f"{ref_s / fast_s:.2f}x")
 
 
 if __name__ == "__main__":

@@ -72,3 +72,20 @@ def test_the_seed_contract_holds_on_the_files_blocks(pair):
     _, fast, _ = pair
     assert_choices_replay_alone(fast, [{"role": "user", "content": "Write a short poem about the sea."}], n=4,
                                 seed=11, max_tokens=32, ignore_eos=True)
+
+
+def test_int8_activations_decode_every_block_and_keep_the_seed_contract():
+    """decode_activations="int8" on the Q4_K_M fixture: every projection and the head on int8 activations (Q5_0,
+    Q8_0 rounded per 32, Q4_K and Q6_K per 256), and choice i of n is still the request seeded s + i alone."""
+    path = fixture("Q4_K_M")
+    engine = nsample.load(str(path), decode_activations="int8")
+    try:
+        assert engine.int8_activations and engine.runner.fused is not None
+        paths = weights_report.describe(engine.model)["paths"]
+        for kind, types in file_formats(path).items():
+            if kind != "embed_tokens":
+                assert paths[kind] == ", ".join(sorted(f"{t} blocks × int8 activations" for t in types)), kind
+        assert_choices_replay_alone(engine, [{"role": "user", "content": "Write a short poem about the sea."}], n=4,
+                                    seed=11, max_tokens=32, ignore_eos=True)
+    finally:
+        engine.close()

@@ -10,8 +10,9 @@ and the transformers modules' Python around them. Here a layer is:
     h  += (SiLU(gate) · up)(RMSNorm(h)) · Wdᵀ    norm_swiglu, linear_add
 with transformers' own embedding and rotary tables. Each step is per row in a fixed order, so a row's numbers do
 not depend on its neighbours (the seed contract). The linear layers are what the model holds (csrc/linear.h):
-a GGUF file's blocks (quantize="gguf", gguf_linear.py: the float32 model's arithmetic up to the order of sums;
-q/k/v, and gate/up, as one layer of parts, each in its own format), or two-level int8, as Int8Linear computes it.
+a GGUF file's blocks (quantize="gguf", gguf_linear.py: the float32 model's arithmetic up to the order of sums, or
+on int8 activations; q/k/v, and gate/up, as one layer of parts, each in its own format), or two-level int8, as
+Int8Linear computes it.
 It runs wherever the kernels run (AVX2, AVX-512, NEON: kernels.py) for quantized models of plain causal attention
 (the shared-prefix layout); elsewhere the runner calls the model as before.
 """
@@ -105,7 +106,8 @@ def _joined(ops, linears: list[nn.Module]):
     if all(type(m) is GGUFLinear for m in linears):
         biases = [m.bias if m.bias is not None else torch.zeros(m.out_features) for m in linears]
         bias = torch.cat(biases) if any(m.bias is not None for m in linears) else None
-        return ops.gguf_block_linear([m.blocks for m in linears], [m.type_id for m in linears], bias)
+        return ops.gguf_block_linear([m.blocks for m in linears], [m.type_id for m in linears], bias,
+                                     any(m.int8_activations for m in linears))
     if len(linears) == 1 and type(linears[0]) is Int8Linear and linears[0].kernel is not None:
         return linears[0].kernel
     group = linears[0].group[0] if type(linears[0]) is Member else None

@@ -7,6 +7,11 @@ in a fixed order (csrc/gguf_linear.cpp), so a row's numbers never depend on its 
 weight rows at a time into an MKL GEMM, so no float32 copy of a layer ever exists. Which of the two runs is chosen
 by phase (`decoding()`, set by the runner around decode forwards), never by batch size. The embedding expands the
 rows it is asked for; a tied LM head reads the embedding's blocks.
+
+With int8 activations (`use_int8_activations`; EngineConfig.decode_activations) decode steps round each activation
+row to int8 in blocks of 32 and take integer dot products on the blocks (csrc/q8_linear.cpp), as llama.cpp does:
+several times fewer instructions per weight, at the cost of the activations' rounding. x86 with AVX2 only; F16,
+BF16 and F32 tensors keep float32.
 """
 import contextlib
 import threading
@@ -52,6 +57,7 @@ class GGUFLinear(nn.Module):
         self.weight = torch.empty((self.out_features, in_features), device="meta")  # shape only, for transformers
         self.bias = None if bias is None else nn.Parameter(bias.float(), requires_grad=False)
         self.ops = kernels.ops()
+        self.int8_activations = False  # decode on int8 activations (use_int8_activations)
 
     @property
     def format(self) -> str:
@@ -59,7 +65,10 @@ class GGUFLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features).float().contiguous()  # (M, K)
-        run = self.ops.gguf_decode_linear if in_decode() else self.ops.gguf_prefill_linear
+        if not in_decode():
+            run = self.ops.gguf_prefill_linear
+        else:
+            run = self.ops.gguf_decode_q8_linear if self.int8_activations else self.ops.gguf_decode_linear
         y = run(x2, self.blocks, self.type_id, self.bias)  # (M, N)
         return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
@@ -69,6 +78,29 @@ class GGUFLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, format={self.format}"
+
+
+def int8_activations(mode: str) -> bool:
+    """Whether EngineConfig.decode_activations `mode` (float32 or int8) decodes a GGUF's blocks on int8 activations;
+    int8 where this machine's kernels have none (they need x86 with AVX2) is an error, not a silent float32."""
+    if mode not in ("float32", "int8"):
+        raise ValueError(f"decode_activations must be float32 or int8; got {mode!r}")
+    ops = kernels.ops()
+    if mode == "int8" and (ops is None or not ops.q8_available()):
+        raise ValueError("decode_activations='int8' needs nsample's kernels on an x86 CPU with AVX2; use 'float32'")
+    return mode == "int8"
+
+
+def use_int8_activations(model: nn.Module, on: bool) -> list[str]:
+    """Decode `model`'s GGUF layers on int8 activations (on) or float32 ones; returns the formats left on float32
+    (those with no int8 kernel: F32, F16, BF16)."""
+    left = set()
+    for m in model.modules():
+        if isinstance(m, GGUFLinear):
+            m.int8_activations = on and m.ops.q8_readable(m.type_id)
+            if on and not m.int8_activations:
+                left.add(m.format)
+    return sorted(left)
 
 
 class GGUFEmbedding(nn.Module):

@@ -33,7 +33,7 @@ def describe(model: nn.Module) -> dict:
 
 def _path(m: nn.Module) -> tuple[str | None, int]:
     if isinstance(m, GGUFLinear):
-        return f"{m.format} blocks", m.blocks.numel()
+        return f"{m.format} blocks{' × int8 activations' if m.int8_activations else ''}", m.blocks.numel()
     if isinstance(m, GGUFEmbedding):
         return f"{m.format} rows", m.blocks.numel()
     if isinstance(m, Int8Linear):

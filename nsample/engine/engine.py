@@ -7,6 +7,7 @@ import time
 import torch
 
 from nsample.config import EngineConfig
+from nsample.cpu.gguf_linear import int8_activations, use_int8_activations
 from nsample.cpu.openmp import release_pool
 from nsample.cpu.quantize import on_blocks, quantize, resolve_quantize
 from nsample.engine import prefix_attention
@@ -37,6 +38,11 @@ class Engine(BaseEngine):
         the model is a GGUF file's blocks already (gguf_model.py)."""
         self.quantize = resolve_quantize(config.quantize, model.device, on_blocks(model))  # what "auto" became
         model = quantize(model, self.quantize)
+        self.int8_activations = int8_activations(config.decode_activations)
+        if self.int8_activations and not on_blocks(model):
+            raise ValueError("decode_activations='int8' decodes a GGUF file's blocks: load a .gguf model with "
+                             "quantize auto or gguf")
+        use_int8_activations(model, self.int8_activations)
         self.model, self.tokenizer, self.config, self.name = model.eval(), tokenizer, config, name
         self.device = model.device
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
