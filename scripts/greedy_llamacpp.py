@@ -2,7 +2,8 @@
 
 Reads {"gguf": path, "prompts": [[ids]], "max_tokens": n, "eos": [ids], "threads": t} on stdin and prints
 [[token ids, the chosen tokens' logprobs], ...]: the argmax of llama.cpp's logits after each token, stopping at an
-eos id (left out, as nsample leaves it out), as its own CPU backend computes them (activations rounded to Q8_0 / Q8_K for the quantized weights).
+eos id (left out, as nsample leaves it out), as its own CPU backend computes them (activations rounded to Q8_0 /
+Q8_K for the quantized weights).
 Runs without torch in its process (a second OpenMP runtime slows both), so quality.py spawns it.
 """
 import json

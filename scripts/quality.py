@@ -4,8 +4,8 @@ For each prompt, a 64-token greedy continuation from the float32 engine and from
 public API; prints per prompt whether the continuations are identical, where they first differ and the mean
 |Δ logprob| of the chosen tokens while they agree, then the share of identical continuations (issue 10's
 bar: >= 90%) and the mean |Δ logprob| over all agreeing positions.
-Usage: python scripts/quality.py [--model FILE.gguf] [--mode auto] [--activations float32] [--max-tokens 64] [--prompts 20]
-                                 [--threads 2]
+Usage: python scripts/quality.py [--model FILE.gguf] [--mode auto] [--activations float32] [--llama]
+                                 [--max-tokens 64] [--prompts 20] [--threads 2]
 """
 import argparse
 import json

@@ -118,7 +118,8 @@ def test_a_linear_of_parts_rounds_once_and_keeps_float_parts_float(ops):
         assert torch.equal(linear(x), alone + bias)
     one = ops.gguf_block_linear(parts[:1], types[:1], bias[:12], True)
     assert torch.equal(one(x), ops.gguf_decode_q8_linear(x, parts[0], types[0], bias[:12]))
-    assert torch.equal(ops.gguf_block_linear(parts, types, bias)(x), ops.gguf_block_linear(parts, types, bias, False)(x))
+    plain = ops.gguf_block_linear(parts, types, bias)(x)  # int8 activations are asked for, never the default
+    assert torch.equal(plain, ops.gguf_block_linear(parts, types, bias, False)(x))
 
 
 def test_formats_without_an_int8_kernel_are_refused(ops):
