@@ -85,15 +85,22 @@ struct Q8_0 {  // d·q, q signed
 // sum stays an exact int32 until one float multiply by d (and, for Q4_K and Q5_K, -dmin times Σ_j m_j·Σ_j q).
 struct KBlock {
   float d, dmin;
-  int16_t sc[8], m[8];  // Q4_K, Q5_K: sub-block j's scale and minimum
+  uint8_t sc[8], m[8];  // Q4_K, Q5_K: sub-block j's scale and minimum
 };
+// The eight 6-bit scales and minimums unpacked at once, four bytes at a time (llama.cpp's kmask trick; the same
+// values as gguf::scale_min).
 inline KBlock scales_mins(const uint8_t* b) {
+  uint32_t u[4];
+  std::memcpy(u, b + 4, 12);
+  constexpr uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
+  u[3] = ((u[2] >> 4) & four) | (((u[1] >> 6) & two) << 4);  // minimums 4..7
+  const uint32_t low_mins = u[1] & six;                       // minimums 0..3
+  u[1] = (u[2] & four) | (((u[0] >> 6) & two) << 4);         // scales 4..7
+  u[2] = low_mins;
+  u[0] &= six;  // scales 0..3
   KBlock k{gguf::half(b), gguf::half(b + 2), {}, {}};
-  for (int j = 0; j < 8; ++j) {
-    int sc, m;
-    gguf::scale_min(b + 4, j, sc, m);
-    k.sc[j] = static_cast<int16_t>(sc), k.m[j] = static_cast<int16_t>(m);
-  }
+  std::memcpy(k.sc, u, 8);
+  std::memcpy(k.m, u + 2, 8);
   return k;
 }
 struct Q4_K {  // sub-block j: (d·sc)·q - dmin·m

@@ -117,7 +117,8 @@ void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n0,
         acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r]), _mm256_set1_ps(k.d * dx), acc[r][c]);
         if (Q::MIN) {
           const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qsum + ((r0 + r) * nb + b) * 8));
-          const __m128i p = _mm_madd_epi16(qs, _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.m)));
+          const __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.m)));
+          const __m128i p = _mm_madd_epi16(qs, m);
           const __m128i p2 = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4E));
           const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_shuffle_epi32(p2, 0xB1)));
           lin[r][c] -= (k.dmin * dx) * static_cast<float>(total);
