@@ -4,8 +4,8 @@
 //     Σ_i w_i·x_i ≈ Σ_lanes scale·dot(w, q)·d + min·Σ_i x_i   (x_i ≈ d·q_i, q int8, d per 32 weights)
 // The K-quants below, whose scales are integers within a 256-weight block, keep a whole block's sum in integers.
 // The same block layouts as gguf_formats.h, which reads them to float32; llama.cpp's AVX2 vec_dot kernels
-// (ggml-cpu/arch/x86/quants.c) unpack them the same way. x86 (AVX2) only: elsewhere decode keeps float32
-// activations.
+// (ggml-cpu/arch/x86/quants.c) unpack them the same way. x86 (AVX2) only: elsewhere there are no int8-activation
+// kernels, and asking for them is an error (gguf_linear.int8_activations).
 #pragma once
 #if defined(__AVX2__)
 #include <immintrin.h>

@@ -26,7 +26,8 @@ namespace {
 constexpr int TILE = 8;    // activation rows per pass over a column's blocks
 constexpr int GROUP = 4;   // columns per step of the column loop
 constexpr int AHEAD = 4;   // columns: each group asks for the blocks of the group this far ahead
-constexpr int columns(int R) { return R >= 1 ? 1 : 2; }  // side by side: hides the dot chain's latency
+// One column per tile: at one row, two or four side by side were slower here (Q4_K, 2048x5632: 0.77 against 0.42
+// ms), as a K-quant block's sum is integer adds and a 32-weight format's chains are short.
 
 struct Rows {  // q8_quantize's output: q (M, K) int8, d (M, K / block), and per 32: sum (float Σx) or qsum (Σq)
   const int8_t* q;
@@ -48,88 +49,82 @@ inline float hsum(const __m256& v) {  // lanes in a fixed order
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-// Rows r0 .. r0 + R - 1 against columns n0 .. n0 + C - 1: per output, acc += dot·(scale·d) chunk by chunk, and
-// lin += min·Σx, in order; then y = Σ lanes + lin (+ bias).
-template <class Q, class F, int R, int C>
-void tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n0, float* y, int64_t ldy,
+// A tile's outputs: y[r, n] = Σ lanes of acc[r] + lin[r] (+ bias[n]).
+template <int R>
+void store(const __m256* acc, const float* lin, int64_t r0, int64_t n, float* y, int64_t ldy, const float* bias) {
+  for (int r = 0; r < R; ++r) {
+    const float v = hsum(acc[r]) + lin[r];
+    y[(r0 + r) * ldy + n] = bias ? v + bias[n] : v;
+  }
+}
+
+// Rows r0 .. r0 + R - 1 against column n: per output, acc += dot·(scale·d) chunk by chunk, and lin += min·Σx, in
+// order; then y = Σ lanes + lin (+ bias).
+template <class Q, class F, int R>
+void tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, float* y, int64_t ldy,
           const float* bias) {
-  __m256 acc[R][C];
-  float lin[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps(), lin[r][c] = 0.0f;
+  __m256 acc[R];
+  float lin[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), lin[r] = 0.0f;
   const int64_t KB = x.K / 32, nb = x.K / F::WEIGHTS;
   for (int64_t b = 0; b < nb; ++b)
 #pragma GCC unroll 8
     for (int j = 0; j < F::WEIGHTS / 32; ++j) {
       const int64_t k = b * (F::WEIGHTS / 32) + j;
-#pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) {
-        const q8::Chunk ch = Q::chunk(w + (n0 + c) * row + b * F::BYTES, j);
-        const __m256i u = Q::SIGNED ? _mm256_sign_epi8(ch.w, ch.w) : ch.w;
+      const q8::Chunk ch = Q::chunk(w + n * row + b * F::BYTES, j);
+      const __m256i u = Q::SIGNED ? _mm256_sign_epi8(ch.w, ch.w) : ch.w;
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const int64_t at = (r0 + r) * KB + k;
-          __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + 32 * at);
-          if (Q::SIGNED) s = _mm256_sign_epi8(s, ch.w);
-          const __m256 p = _mm256_cvtepi32_ps(dot(u, s));
-          acc[r][c] = _mm256_fmadd_ps(p, _mm256_mul_ps(ch.scale, _mm256_set1_ps(x.d[at])), acc[r][c]);
-          if (Q::MIN) lin[r][c] += ch.min * x.sum[at];
-        }
+      for (int r = 0; r < R; ++r) {
+        const int64_t at = (r0 + r) * KB + k;
+        __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + 32 * at);
+        if (Q::SIGNED) s = _mm256_sign_epi8(s, ch.w);
+        const __m256 p = _mm256_cvtepi32_ps(dot(u, s));
+        acc[r] = _mm256_fmadd_ps(p, _mm256_mul_ps(ch.scale, _mm256_set1_ps(x.d[at])), acc[r]);
+        if (Q::MIN) lin[r] += ch.min * x.sum[at];
       }
     }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) {
-      const float v = hsum(acc[r][c]) + lin[r][c];
-      y[(r0 + r) * ldy + n0 + c] = bias ? v + bias[n0 + c] : v;
-    }
+  store<R>(acc, lin, r0, n, y, ldy, bias);
 }
 
 // The same for a K-quant against rows rounded per 256: a block's chunks summed in int32 with their integer scales,
 // then acc += sum·(d·d_x), and lin -= (dmin·d_x)·Σ_j m_j·Σq_j for the formats with minimums.
-template <class Q, class F, int R, int C>
-void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n0, float* y, int64_t ldy,
+template <class Q, class F, int R>
+void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, float* y, int64_t ldy,
            const float* bias) {
-  __m256 acc[R][C];
-  float lin[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps(), lin[r][c] = 0.0f;
+  __m256 acc[R];
+  float lin[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), lin[r] = 0.0f;
   const int64_t nb = x.K / 256;
-  for (int64_t b = 0; b < nb; ++b)
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) {
-      const uint8_t* block = w + (n0 + c) * row + b * F::BYTES;
-      const q8::KBlock k = Q::block(block);
-      __m256i sum[R];
-      for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* block = w + n * row + b * F::BYTES;
+    const q8::KBlock k = Q::block(block);
+    __m256i sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        const __m256i wv = Q::weights(block, j), sc = Q::scale(block, k, j);
-        const __m256i u = Q::SIGNED ? _mm256_sign_epi8(wv, wv) : wv;
+    for (int j = 0; j < 8; ++j) {
+      const __m256i wv = Q::weights(block, j), sc = Q::scale(block, k, j);
+      const __m256i u = Q::SIGNED ? _mm256_sign_epi8(wv, wv) : wv;
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + (r0 + r) * x.K + 256 * b + 32 * j);
-          if (Q::SIGNED) s = _mm256_sign_epi8(s, wv);
-          sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), sc));
-        }
-      }
       for (int r = 0; r < R; ++r) {
-        const float dx = x.d[(r0 + r) * nb + b];
-        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r]), _mm256_set1_ps(k.d * dx), acc[r][c]);
-        if (Q::MIN) {
-          const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qsum + ((r0 + r) * nb + b) * 8));
-          const __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.m)));
-          const __m128i p = _mm_madd_epi16(qs, m);
-          const __m128i p2 = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4E));
-          const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_shuffle_epi32(p2, 0xB1)));
-          lin[r][c] -= (k.dmin * dx) * static_cast<float>(total);
-        }
+        __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + (r0 + r) * x.K + 256 * b + 32 * j);
+        if (Q::SIGNED) s = _mm256_sign_epi8(s, wv);
+        sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), sc));
       }
     }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) {
-      const float v = hsum(acc[r][c]) + lin[r][c];
-      y[(r0 + r) * ldy + n0 + c] = bias ? v + bias[n0 + c] : v;
+    for (int r = 0; r < R; ++r) {
+      const float dx = x.d[(r0 + r) * nb + b];
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r]), _mm256_set1_ps(k.d * dx), acc[r]);
+      if (Q::MIN) {
+        const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qsum + ((r0 + r) * nb + b) * 8));
+        const __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.m)));
+        const __m128i p = _mm_madd_epi16(qs, m);
+        const __m128i p2 = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4E));
+        const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_shuffle_epi32(p2, 0xB1)));
+        lin[r] -= (k.dmin * dx) * static_cast<float>(total);
+      }
     }
+  }
+  store<R>(acc, lin, r0, n, y, ldy, bias);
 }
 
 inline void prefetch(const uint8_t* p, int64_t bytes) {
@@ -137,13 +132,13 @@ inline void prefetch(const uint8_t* p, int64_t bytes) {
 }
 
 // A tile of the format's kind.
-template <class Q, class F, int R, int C>
-void any_tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n0, float* y, int64_t ldy,
+template <class Q, class F, int R>
+void any_tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, float* y, int64_t ldy,
               const float* bias) {
   if constexpr (Q::K) {
-    ktile<Q, F, R, C>(x, r0, w, row, n0, y, ldy, bias);
+    ktile<Q, F, R>(x, r0, w, row, n, y, ldy, bias);
   } else {
-    tile<Q, F, R, C>(x, r0, w, row, n0, y, ldy, bias);
+    tile<Q, F, R>(x, r0, w, row, n, y, ldy, bias);
   }
 }
 
@@ -160,11 +155,7 @@ void decode(const Rows& x, int64_t M, const uint8_t* w, int64_t N, float* y, int
         const int64_t left = M - r0;
         const auto run = [&](auto tile_rows) {
           constexpr int R = decltype(tile_rows)::value;
-          if (cols == GROUP) {
-            for (int c = 0; c < GROUP; c += columns(R)) any_tile<Q, F, R, columns(R)>(x, r0, w, row, n + c, y, ldy, bias);
-          } else {
-            for (int c = 0; c < cols; ++c) any_tile<Q, F, R, 1>(x, r0, w, row, n + c, y, ldy, bias);  // the end of N
-          }
+          for (int64_t c = 0; c < cols; ++c) any_tile<Q, F, R>(x, r0, w, row, n + c, y, ldy, bias);
           r0 += R;
         };
         if (left >= TILE) {
