@@ -84,6 +84,22 @@ def set_number(page, elem_id: str, value) -> None:
     expect(box).to_have_value(str(value))
 
 
+def fill_text(page, elem_id: str, text: str, settle_ms: int = 400) -> None:
+    """Types into a text box and checks that the value stays. A box in a tab just opened for the first time is
+    mounted then (Gradio renders a tab's children on its first selection), and on a busy machine the mount can
+    put the default back after a fill that came too early (seen in CI: a sweep ran on the default temperatures)."""
+    box = page.locator(f"#{elem_id} textarea")
+    expect(box).to_be_visible()
+    for _ in range(20):
+        box.fill(text)
+        page.wait_for_timeout(settle_ms)
+        if box.input_value() == text:
+            box.press("Tab")  # blur: the box's last change is sent before the next click
+            expect(box).to_have_value(text)
+            return
+    raise AssertionError(f"#{elem_id} did not keep {text!r}")
+
+
 def visible_cards(page):
     return page.locator("#ns-cards .ns-card[data-index]:visible")
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
-from test_browser import browser, open_page, server, set_number, visible_cards  # noqa: F401 (fixtures)
+from test_browser import browser, fill_text, open_page, server, set_number, visible_cards  # noqa: F401 (fixtures)
 
 ARITHMETIC = "What is 17 + 25? Answer with just the number."
 
@@ -191,7 +191,7 @@ def test_sweep_shows_pass_at_1_and_pass_at_n_against_temperature(page):
     page.get_by_label("regex", exact=True).check()
     page.locator("#ns-check-value textarea").fill(r"[aeiou]")
     page.get_by_role("tab", name="Sweep").click()
-    page.locator("#ns-sweep-temperatures textarea").fill("0.5, 1.5")
+    fill_text(page, "ns-sweep-temperatures", "0.5, 1.5")
     page.locator("#ns-sweep-run").click()
     expect(page.locator("#ns-sweep-status")).to_contain_text("Done: 2 points")
     expect(page.locator("#ns-sweep-pass .js-plotly-plot")).to_be_visible()
