@@ -1,8 +1,11 @@
 """Structured outputs: each row's own grammar matcher masks its logits before its seeded noise, so every choice
 matches the constraint and choice i of (s, n) equals (s + i, n = 1); the API's names for it; refused constraints."""
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import jsonschema
+import llguidance.hf
 import pytest
 
 from nsample import InvalidRequest, SamplingParams
@@ -88,6 +91,38 @@ def test_response_format_json_schema_on_chat(client, tiny_engine):
         response_format={"type": "json_schema", "json_schema": {"name": "thing", "schema": SCHEMA, "strict": True}})
     for c in r.choices:
         jsonschema.validate(json.loads(c.message.content), SCHEMA)
+
+
+def test_the_first_constrained_request_never_stalls_the_others(http, tiny_engine, monkeypatch):
+    """Building llguidance's tokenizer view (about 1.5 s) is held here until the other requests are answered: the
+    server submits off its event loop, so a plain completion and /health go on while the first schema waits."""
+    building, release = threading.Event(), threading.Event()
+    real = llguidance.hf.from_tokenizer
+
+    def held(*args, **kwargs):
+        building.set()
+        assert release.wait(60), "never released"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(llguidance.hf, "from_tokenizer", held)
+    monkeypatch.setattr(tiny_engine.grammars, "_view", None)  # as before the first constrained request
+    chat = {"model": tiny_engine.name, "messages": [{"role": "user", "content": "x"}], "max_tokens": 30, "seed": 3,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": {
+                **SCHEMA, "title": "not compiled before"}}}}  # a compiled grammar is cached: it needs no view
+    with ThreadPoolExecutor(1) as pool:
+        constrained = pool.submit(http.post, "/v1/chat/completions", json=chat)
+        try:
+            assert building.wait(30), "the constrained request never reached the grammar library"
+            assert http.get("/health", timeout=10).status_code == 200
+            plain = http.post("/v1/completions", json={"model": tiny_engine.name, "prompt": "Hi", "max_tokens": 5,
+                                                       "n": 2}, timeout=20)
+            assert plain.status_code == 200 and len(plain.json()["choices"]) == 2
+            assert not constrained.done()
+        finally:
+            release.set()
+        r = constrained.result(timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"].startswith("{")
 
 
 def test_json_object_and_vllm_names(http, tiny_engine):

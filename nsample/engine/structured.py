@@ -12,6 +12,7 @@ finish_reason "length", as at OpenAI.
 """
 import functools
 import json
+import threading
 
 import torch
 
@@ -38,12 +39,18 @@ class Grammars:
 
     def __init__(self, tokenizer, vocab: int, eos_ids: set[int]):
         self.tokenizer, self.vocab, self.eos_ids = tokenizer, vocab, eos_ids
+        self._view, self._view_lock = None, threading.Lock()
 
-    @functools.cached_property
+    @property
     def view(self):
-        import llguidance.hf
+        """Built once (about 1.5 s for a 49k vocabulary), by whichever of the concurrent first requests comes first;
+        the others wait for it rather than build their own."""
+        with self._view_lock:
+            if self._view is None:
+                import llguidance.hf
 
-        return llguidance.hf.from_tokenizer(self.tokenizer, n_vocab=self.vocab)
+                self._view = llguidance.hf.from_tokenizer(self.tokenizer, n_vocab=self.vocab)
+            return self._view
 
     @functools.lru_cache(maxsize=64)
     def compiled(self, kind: str, key: str) -> str:

@@ -1,7 +1,8 @@
 """The serving layer: an OpenAI request in; engine requests, then a response object or an SSE stream out.
 
-Everything is validated and submitted before a stream starts (the engine's submit validates synchronously), so bad
-input is always an HTTP error, never a 200 followed by an error event. Errors come back as values (NSampleError);
+Everything is validated and submitted before a stream starts (the engine's submit validates synchronously, in a
+worker thread so the event loop never waits on it), so bad input is always an HTTP error, never a 200 followed by an
+error event. Errors come back as values (NSampleError);
 the routes turn them into responses through nsample.server.errors.
 """
 import asyncio
@@ -44,7 +45,7 @@ class OpenAIServing:
     async def chat(self, req: ChatCompletionRequest, client: str | None = None) -> ChatCompletionResponse | Result:
         try:
             self._check_model(req.model)
-            reqs = self._submit([req.prompt()], req.to_sampling_params(), client)
+            reqs = await self._submit([req.prompt()], req.to_sampling_params(), client)
         except NSampleError as e:
             return req.name_error(e)
         head = self._head("chatcmpl")
@@ -63,7 +64,7 @@ class OpenAIServing:
                                      param="prompt", code="array_above_max_length")
             params = req.to_sampling_params()
             echoes = [self._text(p) if req.echo else "" for p in prompts]
-            reqs = self._submit(prompts, params, client)
+            reqs = await self._submit(prompts, params, client)
         except NSampleError as e:
             return req.name_error(e)
         head = self._head("cmpl")
@@ -78,8 +79,18 @@ class OpenAIServing:
         if name is not None and name != self.engine.name:
             raise ModelNotFound(name)
 
-    def _submit(self, prompts: list, params: "nsample.SamplingParams", client: str | None) -> list[Request]:
-        """Queue one engine request per prompt: all of them, or (on the first refusal) none."""
+    async def _submit(self, prompts: list, params: "nsample.SamplingParams", client: str | None) -> list[Request]:
+        """Queue one engine request per prompt: all of them, or (on the first refusal) none. In a worker thread: a
+        submit validates and tokenizes, and the first constrained request builds the grammar library's view of the
+        tokenizer (about 1.5 s), which must not stall every other request's stream on this event loop."""
+        work = asyncio.ensure_future(asyncio.to_thread(self._submit_all, prompts, params, client))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:  # the client left while it was submitted: what it queued must not run on
+            work.add_done_callback(_cancel_queued)
+            raise
+
+    def _submit_all(self, prompts: list, params: "nsample.SamplingParams", client: str | None) -> list[Request]:
         reqs: list[Request] = []
         try:
             for p in prompts:
@@ -126,3 +137,8 @@ class OpenAIServing:
             raise InvalidRequest("'echo' of a token-id prompt needs a local tokenizer, which this engine lacks.",
                                  param="echo", code="unsupported_parameter")
         return self.engine.tokenizer.decode(prompt)
+
+
+def _cancel_queued(work: asyncio.Future) -> None:
+    if not work.cancelled() and work.exception() is None:
+        cancel(work.result())
