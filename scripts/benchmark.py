@@ -18,8 +18,9 @@ The model is the embedded SmolLM2-135M-Instruct GGUF, --model (a hub id or folde
 --gguf FILE in turn (scripts/make_fixtures.py makes some): nsample loads the file (nsample.load(FILE)) and llama.cpp
 the same file. Above each model's table it prints, once:
   - each engine's load time, in its own process: nsample.load's wall time twice, a first load (with an empty
-    nsample cache) and a second, cached one (each alone in a process, quantize auto); llama.cpp's model load and
-    context creation (its first row's process);
+    nsample cache) and a second, cached one (each alone in a process, quantize auto), with the imports of torch
+    and transformers before it timed apart (and added back in a row of their own); llama.cpp's model load and
+    context creation (its first row's process; its library import is not counted either);
   - each engine's RSS (VmRSS, and peak VmHWM) after load and at the end of its run, from its first row's process
     (nsample: the first of fast, int8, fp32, nrs that runs);
   - the instruction set of nsample's kernels (nsample.cpu.kernels.isa(); --isa forces one) and of each llama.cpp
@@ -89,13 +90,17 @@ def _reset_peak_rss() -> None:
 
 
 def load_engine(args, quantize: str, activations: str = "float32"):
-    """nsample.load(args.model) with its wall time and this process's memory right after it."""
-    import nsample
-
+    """nsample.load(args.model) with its wall time and this process's memory right after it. The libraries it
+    imports first (torch, transformers: several seconds on a slow disk) are timed apart, as import_s: llama.cpp's
+    load_s counts no library import either."""
     t0 = time.perf_counter()
+    import nsample
+    import nsample.engine.engine  # noqa: F401 - torch and transformers, which nsample.load imports lazily
+
+    t1 = time.perf_counter()
     engine = nsample.load(args.model, device=args.device, dtype=args.dtype, quantize=quantize,
                           decode_activations=activations)
-    return engine, {"load_s": time.perf_counter() - t0, **memory("load")}
+    return engine, {"import_s": t1 - t0, "load_s": time.perf_counter() - t1, **memory("load")}
 
 
 def weights(engine) -> dict:
@@ -215,8 +220,11 @@ def ratio(a, b) -> str:
 def engine_lines(loads: list[dict], ns: dict, ll: dict) -> list[str]:
     """Load times and memory, nsample beside llama.cpp, with their ratio."""
     first, cached = (loads + [{}, {}])[:2]
+    imports = cached.get("import_s")
     rows = [("load s, first", first.get("load_s"), ll.get("load_s")),
-            ("load s, cached", cached.get("load_s"), ll.get("load_s"))]
+            ("load s, cached", cached.get("load_s"), ll.get("load_s")),
+            ("imports s (torch etc.)", imports, None),
+            ("cached load + imports s", None if imports is None else imports + cached["load_s"], ll.get("load_s"))]
     for when, what in (("load", "after load"), ("end", "end of run")):
         for field, name in (("rss", "RSS"), ("hwm", "peak RSS")):
             key = f"{field}_{when}_mib"

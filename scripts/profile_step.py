@@ -4,7 +4,8 @@ The runner is stepped on this thread (no engine worker), with wall-clock hooks a
 projections (q/k/v, o, gate/up, down), the LM head, the attention core (rotary embedding excluded), the norms,
 sampling, and the rest (prefill, per-row bookkeeping, Python). Where decode steps run in the C++ kernels
 (nsample/cpu/fused_decode.py, quantize gguf), the parts are those kernels' calls instead. The hooks cost a little.
-Usage: python scripts/profile_step.py [--quantize auto|none] [--requests 1] [--n 8] [--prompt 16] [--new-tokens 64]
+Usage: python scripts/profile_step.py [--model PATH] [--quantize auto|none] [--decode-activations float32|int8]
+                                     [--requests 1] [--n 8] [--prompt 16] [--new-tokens 64]
 """
 import argparse
 import collections
@@ -67,13 +68,15 @@ class TimedOps:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="a .gguf path, hub id or folder (default: the embedded model)")
     ap.add_argument("--quantize", default="auto")
+    ap.add_argument("--decode-activations", default="float32")
     ap.add_argument("--requests", type=int, default=1)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--prompt", type=int, default=16)
     ap.add_argument("--new-tokens", type=int, default=64)
     args = ap.parse_args()
-    engine = nsample.load(quantize=args.quantize)
+    engine = nsample.load(args.model, quantize=args.quantize, decode_activations=args.decode_activations)
     engine.close()  # the runner is stepped here instead
     runner = model_runner.ModelRunner(engine.model, engine.tokenizer, engine.config, engine.eos_ids,
                                       engine.vocab_size, engine.shared_prefix, engine.token_bytes)
