@@ -132,3 +132,31 @@ def test_decode_rows_are_bitwise_their_own(files):
     ref = x.double() @ layer.dequantize().double().T
     assert (y.double() - ref).abs().max() < 1e-5 * ref.abs().max()
     assert np.isfinite(y.numpy()).all()
+
+
+@pytest.mark.skipif(not (kernels.ops() and kernels.ops().q8_available()), reason="no int8-activation kernels here")
+@torch.inference_mode()
+def test_with_int8_activations_the_head_prefills_on_them_and_the_other_layers_on_float32(files):
+    """The head's prefill rows are the ones a first token is drawn from: on the int8 kernel, as every decode step's;
+    the other layers' prefill stays float32, so a prompt's KV is the float32 model's."""
+    engine = nsample.load(str(files["mix"]), decode_activations="int8")
+    try:
+        ops, head = kernels.ops(), engine.model.get_output_embeddings()
+        down = engine.model.model.layers[0].mlp.down_proj
+        assert head.head and not down.head and head.int8_activations and down.int8_activations
+        x = torch.randn(3, head.in_features)
+        assert torch.equal(head(x), ops.gguf_decode_q8_linear(x, head.blocks, head.type_id, None))  # prefill
+        h = torch.randn(3, down.in_features)
+        assert torch.equal(down(h), ops.gguf_prefill_linear(h, down.blocks, down.type_id, None))
+        with gguf_linear.decoding():
+            assert torch.equal(down(h), ops.gguf_decode_q8_linear(h, down.blocks, down.type_id, None))
+    finally:
+        engine.close()
+    floats = nsample.load(str(files["mix"]))  # float32 activations: the head prefills as the other layers do
+    try:
+        head = floats.model.get_output_embeddings()
+        x = torch.randn(3, head.in_features)
+        assert head.head and torch.equal(head(x), kernels.ops().gguf_prefill_linear(x, head.blocks, head.type_id,
+                                                                                    None))
+    finally:
+        floats.close()

@@ -11,11 +11,13 @@ rows it is asked for; a tied LM head reads the embedding's blocks.
 With int8 activations (`use_int8_activations`; EngineConfig.decode_activations) each activation row is rounded to
 int8 in blocks of 32 (256 for the K-quants) and multiplied by integer dot products on the blocks
 (csrc/q8_linear.cpp), as llama.cpp does: several times fewer instructions per weight, at the cost of the
-activations' rounding. Prefill runs on the same kernel, as llama.cpp's does: its rows are independent too, and it
-was as fast as the GEMM or faster for every K-quant and Q8_0 shape measured (2 threads; Q4_K 5632x2048: 4.1
-against 9.9 ms at 16 rows, 154 against 162 at 512; the 49152-row Q6_K head at a prompt's one last row: 11 against
-96 ms), slower only for Q4_1 at 576 columns and 512 rows (21 against 15 ms). x86 with AVX2 only; F16, BF16 and F32
-tensors keep float32.
+activations' rounding. The LM head (`head`) runs its prefill rows, the ones a first token is drawn from, on that
+kernel too, so every drawn token's logits come from one kind of kernel; and it is the faster there (2 threads, a
+1.1B model's 49152-row Q6_K head at a prompt's one last row: 11 ms against the GEMM's 96). The other layers' prefill
+stays float32 (the prompt's KV as the float32 model's): on the q8 kernel too it was as fast or faster (Q4_K
+5632x2048 at 16 rows: 4.1 against 9.9 ms), but greedy output moved further from float32 than llama.cpp's does
+(scripts/quality.py: 1 of 20 continuations identical instead of 6, mean |Δ logprob| 0.069 instead of 0.054;
+llama.cpp 2 of 20, 0.032). x86 with AVX2 only; F16, BF16 and F32 tensors keep float32.
 """
 import contextlib
 import threading
@@ -61,7 +63,8 @@ class GGUFLinear(nn.Module):
         self.weight = torch.empty((self.out_features, in_features), device="meta")  # shape only, for transformers
         self.bias = None if bias is None else nn.Parameter(bias.float(), requires_grad=False)
         self.ops = kernels.ops()
-        self.int8_activations = False  # prefill and decode on int8 activations (use_int8_activations)
+        self.int8_activations = False  # decode on int8 activations (use_int8_activations)
+        self.head = False  # the LM head: with int8 activations, its prefill rows too
 
     @property
     def format(self) -> str:
@@ -69,7 +72,7 @@ class GGUFLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features).float().contiguous()  # (M, K)
-        if self.int8_activations:  # either phase
+        if self.int8_activations and (self.head or in_decode()):
             run = self.ops.gguf_decode_q8_linear
         else:
             run = self.ops.gguf_decode_linear if in_decode() else self.ops.gguf_prefill_linear

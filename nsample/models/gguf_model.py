@@ -109,6 +109,8 @@ def load(path: Path, cache: Path):
     for hf_name, (raw, type_id) in raws.items():
         _install(model, hf_name, raw, type_id, raws)
     _rebuild_meta_buffers(model)
+    if isinstance(head := model.get_output_embeddings(), GGUFLinear):
+        head.head = True
     return model.eval(), tokenizer
 
 
