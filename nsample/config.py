@@ -30,8 +30,8 @@ class EngineConfig:
                                                 "float32 weights transformers would load: the float32 model's "
                                                 "numbers up to the order of sums) or int8 (each activation row "
                                                 "rounded to int8 per block and integer dot products on the blocks, "
-                                                "as llama.cpp computes: 2-4x faster decode, but "
-                                                "greedy output moves; x86 with AVX2)", choices=("float32", "int8"))
+                                                "as llama.cpp computes: 2-4x faster decode, but greedy output moves; "
+                                                "x86 with AVX2)", choices=("float32", "int8"))
     max_context: int | None = option(None, "cap on the model's context window")
     decode_width: int | None = option(None, "batch invariance: decode every request at a fixed batch width (rows "
                                             "padded to a multiple of it, finished rows kept as padding), so a row's "

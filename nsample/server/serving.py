@@ -2,8 +2,8 @@
 
 Everything is validated and submitted before a stream starts (the engine's submit validates synchronously, in a
 worker thread so the event loop never waits on it), so bad input is always an HTTP error, never a 200 followed by an
-error event. Errors come back as values (NSampleError);
-the routes turn them into responses through nsample.server.errors.
+error event. Errors come back as values (NSampleError); the routes turn them into responses through
+nsample.server.errors.
 """
 import asyncio
 import hashlib
