@@ -83,10 +83,19 @@ struct Q8_0 {  // d·q, q signed
 // The K-quants, against activations rounded per 256 (llama.cpp's Q8_K, q8_linear.cpp): a block's eight 32-weight
 // chunks as bytes, each with its integer scale as 16 int16 lanes (lane k covers weights 2k, 2k + 1), so a block's
 // sum stays an exact int32 until one float multiply by d (and, for Q4_K and Q5_K, -dmin times Σ_j m_j·Σ_j q).
+// A block's scales are widened to int16 once (`scales`, both 128-bit halves alike) and each chunk's picked out of
+// them by one byte shuffle, as llama.cpp's AVX2 kernels do, instead of a broadcast from memory per chunk.
 struct KBlock {
   float d, dmin;
-  uint8_t sc[8], m[8];  // Q4_K, Q5_K: sub-block j's scale and minimum
+  __m256i scales[2];  // int16: Q4_K, Q5_K sub-block scales 0..7 in [0]; Q6_K's sixteen, 0..7 in [0], 8..15 in [1]
+  __m128i m;          // Q4_K, Q5_K: the eight minimums as int16
 };
+// The shuffle that spreads int16 lane `lo` of each half over the low half and lane `hi` over the high one.
+inline __m256i lanes(int lo, int hi) {
+  return _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * lo)),
+                           _mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * hi)));
+}
+inline __m256i widen8(__m128i bytes) { return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(bytes)); }
 // The eight 6-bit scales and minimums unpacked at once, four bytes at a time (llama.cpp's kmask trick; the same
 // values as gguf::scale_min).
 inline KBlock scales_mins(const uint8_t* b) {
@@ -98,16 +107,15 @@ inline KBlock scales_mins(const uint8_t* b) {
   u[1] = (u[2] & four) | (((u[0] >> 6) & two) << 4);         // scales 4..7
   u[2] = low_mins;
   u[0] &= six;  // scales 0..3
-  KBlock k{gguf::half(b), gguf::half(b + 2), {}, {}};
-  std::memcpy(k.sc, u, 8);
-  std::memcpy(k.m, u + 2, 8);
-  return k;
+  const __m128i both = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));  // scales 0..7, minimums 0..7
+  return {gguf::half(b), gguf::half(b + 2), {widen8(both), _mm256_setzero_si256()},
+          _mm_cvtepu8_epi16(_mm_srli_si128(both, 8))};
 }
 struct Q4_K {  // sub-block j: (d·sc)·q - dmin·m
   static constexpr bool K = true, SIGNED = false, MIN = true;
   static KBlock block(const uint8_t* b) { return scales_mins(b); }
   static __m256i weights(const uint8_t* b, int j) { return bits(load(b + 16 + 32 * (j / 2)), 4 * (j % 2), 4, 0); }
-  static __m256i scale(const uint8_t*, const KBlock& k, int j) { return _mm256_set1_epi16(k.sc[j]); }
+  static __m256i scale(const KBlock& k, int j) { return _mm256_shuffle_epi8(k.scales[0], lanes(j, j)); }
 };
 struct Q5_K {  // Q4_K's nibbles with bit j of qh[i] as the fifth
   static constexpr bool K = true, SIGNED = false, MIN = true;
@@ -115,19 +123,25 @@ struct Q5_K {  // Q4_K's nibbles with bit j of qh[i] as the fifth
   static __m256i weights(const uint8_t* b, int j) {
     return _mm256_or_si256(bits(load(b + 48 + 32 * (j / 2)), 4 * (j % 2), 4, 0), bits(load(b + 16), j, 1, 4));
   }
-  static __m256i scale(const uint8_t*, const KBlock& k, int j) { return _mm256_set1_epi16(k.sc[j]); }
+  static __m256i scale(const KBlock& k, int j) { return _mm256_shuffle_epi8(k.scales[0], lanes(j, j)); }
 };
 struct Q6_K {  // d·scales[w / 16]·(q - 32), q's low four bits from ql and top two from qh (gguf_formats.h)
   static constexpr bool K = true, SIGNED = true, MIN = false;
-  static KBlock block(const uint8_t* b) { return {gguf::half(b + 208), 0.0f, {}, {}}; }
+  static KBlock block(const uint8_t* b) {
+    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));  // sixteen int8 scales
+    return {gguf::half(b + 208), 0.0f,
+            {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s)),
+             _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)))},
+            _mm_setzero_si128()};
+  }
   static __m256i weights(const uint8_t* b, int j) {
     const int h = j / 4, t = j % 4;
     const __m256i low = bits(load(b + 64 * h + 32 * (t % 2)), t < 2 ? 0 : 4, 4, 0);
     return _mm256_sub_epi8(_mm256_or_si256(low, bits(load(b + 128 + 32 * h), 2 * t, 2, 4)), mask(32));
   }
-  static __m256i scale(const uint8_t* b, const KBlock&, int j) {
-    const int8_t* s = reinterpret_cast<const int8_t*>(b + 192) + 2 * j;
-    return _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
+  // Chunk j's halves have scales 2j and 2j + 1.
+  static __m256i scale(const KBlock& k, int j) {
+    return _mm256_shuffle_epi8(k.scales[j / 4], lanes(2 * (j % 4), 2 * (j % 4) + 1));
   }
 };
 

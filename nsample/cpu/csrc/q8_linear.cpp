@@ -87,13 +87,14 @@ void tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, f
 }
 
 // The same for a K-quant against rows rounded per 256: a block's chunks summed in int32 with their integer scales,
-// then acc += sum·(d·d_x), and lin -= (dmin·d_x)·Σ_j m_j·Σq_j for the formats with minimums.
+// then acc += sum·(d·d_x); for the formats with minimums, low += (Σ_j m_j·Σq_j in four int32 lanes)·(dmin·d_x),
+// four float lanes summed once at the end, and y = Σ lanes of acc - Σ lanes of low.
 template <class Q, class F, int R>
 void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, float* y, int64_t ldy,
            const float* bias) {
   __m256 acc[R];
-  float lin[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), lin[r] = 0.0f;
+  __m128 low[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), low[r] = _mm_setzero_ps();
   const int64_t nb = x.K / 256;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = w + n * row + b * F::BYTES;
@@ -102,7 +103,7 @@ void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, 
     for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      const __m256i wv = Q::weights(block, j), sc = Q::scale(block, k, j);
+      const __m256i wv = Q::weights(block, j), sc = Q::scale(k, j);
       const __m256i u = Q::SIGNED ? _mm256_sign_epi8(wv, wv) : wv;
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
@@ -116,13 +117,14 @@ void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, 
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r]), _mm256_set1_ps(k.d * dx), acc[r]);
       if (Q::MIN) {
         const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qsum + ((r0 + r) * nb + b) * 8));
-        const __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.m)));
-        const __m128i p = _mm_madd_epi16(qs, m);
-        const __m128i p2 = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4E));
-        const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_shuffle_epi32(p2, 0xB1)));
-        lin[r] -= (k.dmin * dx) * static_cast<float>(total);
+        low[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(qs, k.m)), _mm_set1_ps(k.dmin * dx), low[r]);
       }
     }
+  }
+  float lin[R];
+  for (int r = 0; r < R; ++r) {
+    __m128 s = _mm_add_ps(low[r], _mm_movehl_ps(low[r], low[r]));
+    lin[r] = -_mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
   }
   store<R>(acc, lin, r0, n, y, ldy, bias);
 }
