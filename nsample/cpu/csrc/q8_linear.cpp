@@ -43,11 +43,11 @@ inline __m256i dot(const __m256i& u, const __m256i& s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
-inline float hsum(const __m256& v) {  // lanes in a fixed order
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+inline float hsum(__m128 s) {  // lanes in a fixed order
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
+inline float hsum(const __m256& v) { return hsum(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))); }
 
 // A tile's outputs: y[r, n] = Σ lanes of acc[r] + lin[r] (+ bias[n]).
 template <int R>
@@ -122,10 +122,7 @@ void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, 
     }
   }
   float lin[R];
-  for (int r = 0; r < R; ++r) {
-    __m128 s = _mm_add_ps(low[r], _mm_movehl_ps(low[r], low[r]));
-    lin[r] = -_mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-  }
+  for (int r = 0; r < R; ++r) lin[r] = -hsum(low[r]);
   store<R>(acc, lin, r0, n, y, ldy, bias);
 }
 
