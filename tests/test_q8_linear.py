@@ -50,7 +50,7 @@ def test_rows_round_to_int8_block_by_block(ops, block):
     x[1, :256] = 0.0  # all-zero blocks: scale 0, not NaN
     q, d, sums = ops.q8_quantize(x, block)
     nb = 512 // block
-    assert q.dtype == torch.int8 and d.shape == (3, nb) and sums.shape == (3, 16)
+    assert q.dtype == torch.int8 and d.shape == (3, nb) and sums.shape == (3, 512 // (32 if block == 32 else 16))
     blocks = x.view(3, nb, block)
     assert torch.equal(d, blocks.abs().amax(dim=2) / 127)
     assert q.abs().max() <= 127 and d[1, 0] == 0 and not q[1, :256].any()
@@ -58,8 +58,11 @@ def test_rows_round_to_int8_block_by_block(ops, block):
     assert (error <= d[..., None] / 2 * (1 + 1e-5)).all()
     if block == 32:  # the float Σx of each 32 (the minimums' factor)
         assert sums.dtype == torch.float32 and torch.allclose(sums, x.view(3, 16, 32).sum(dim=2), rtol=1e-5, atol=1e-6)
-    else:  # Σq of each 32, exact
-        assert sums.dtype == torch.int16 and torch.equal(sums.long(), q.view(3, 16, 32).long().sum(dim=2))
+    else:  # Σq of each 16, exact (llama.cpp's Q8_K bsums)
+        assert sums.dtype == torch.int16 and torch.equal(sums.long(), q.view(3, 32, 16).long().sum(dim=2))
+    top = blocks.abs().amax(dim=2, keepdim=True)
+    inv = torch.where(top > 0, 127 / top, torch.zeros(()))
+    assert torch.equal(q.view(3, nb, block).float(), torch.round(blocks * inv))  # nearest, ties to even
     assert ops.q8_block(12) == ops.q8_block(13) == ops.q8_block(14) == 256 and ops.q8_block(3) == 32
 
 

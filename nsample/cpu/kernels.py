@@ -6,8 +6,9 @@ where they cannot be.
 - linear.cpp: a decode-time linear layer of either kind; decode_layer.cpp: the rest of a Llama-style layer's decode
   step around it (fused_decode.py).
 The sources are written once on torch's portable vector layer (`at::vec::Vectorized`, what torch's own CPU kernels
-use) and compiled per instruction set: AVX-512 or AVX2 (with FMA and F16C) on x86-64, NEON on ARM64. The set is
-picked at run time from what this CPU and torch support (`isa()`), or forced with NSAMPLE_ISA=avx2|avx512|neon.
+use) and compiled per instruction set: AVX-512 (with VNNI's integer dot products where the CPU has them, for the
+int8-activation kernels) or AVX2 (with FMA and F16C) on x86-64, NEON on ARM64. The set is picked at run time from
+what this CPU and torch support (`isa()`), or forced with NSAMPLE_ISA=avx2|avx512|avx512vnni|neon.
 They are compiled (g++ and ninja, a few minutes on 2 cores) the first time a quantized model loads, into
 $TORCH_EXTENSIONS_DIR (else ~/.cache/torch_extensions), keyed by torch version and instruction set; later loads
 take the built library; `nsample build-kernels` builds them ahead of a first start. One process builds at a time;
@@ -37,6 +38,8 @@ COMMON = ["-O3", "-fopenmp",
 ISA_FLAGS = {  # at::vec picks its implementation from CPU_CAPABILITY_*; the -m flags let the compiler emit it
     "avx512": ["-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl",
                "-mavx512dq", "-mfma", "-mf16c"],
+    "avx512vnni": ["-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl",
+                   "-mavx512dq", "-mavx512vnni", "-mfma", "-mf16c"],  # Intel since Cascade Lake, AMD since Zen 4
     "avx2": ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c"],
     "neon": ["-DCPU_CAPABILITY=DEFAULT"],  # ARM64: at::vec's DEFAULT build is NEON there
 }
@@ -58,14 +61,17 @@ def isa() -> str | None:
 
 def runnable() -> list[str]:
     """Every instruction set this CPU runs the kernels in, best last (an AVX-512 machine runs AVX2 too)."""
+    x86 = ["avx2", "avx512", "avx512vnni"]
     best = _best()
-    return ["avx2", "avx512"] if best == "avx512" else [best] if best else []
+    return x86[:x86.index(best) + 1] if best in x86 else [best] if best else []
 
 
 def _best() -> str | None:
     if platform.machine().lower() in ("arm64", "aarch64"):
         return "neon"
-    return TORCH_CAPABILITY.get(torch.backends.cpu.get_cpu_capability())
+    best = TORCH_CAPABILITY.get(torch.backends.cpu.get_cpu_capability())
+    vnni = getattr(torch.cpu, "_is_vnni_supported", lambda: False)()  # AVX512_VNNI, as torch's cpuinfo reads it
+    return "avx512vnni" if best == "avx512" and vnni else best
 
 
 def ops():

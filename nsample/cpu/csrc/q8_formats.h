@@ -2,7 +2,8 @@
 // 32-weight formats: each block as 32 bytes (unsigned nibbles or 5-bit values, or signed values), its float scale
 // per lane of eight int32 sums, and the coefficient of the activations' plain sum (a format's minimum or offset):
 //     Σ_i w_i·x_i ≈ Σ_lanes scale·dot(w, q)·d + min·Σ_i x_i   (x_i ≈ d·q_i, q int8, d per 32 weights)
-// The K-quants below, whose scales are integers within a 256-weight block, keep a whole block's sum in integers.
+// The K-quants below, whose scales are integers within a 256-weight block, keep a whole block's sum in integers
+// (their `weights2` and `scale2`: two chunks at once, for 512-bit registers).
 // The same block layouts as gguf_formats.h, which reads them to float32; llama.cpp's AVX2 vec_dot kernels
 // (ggml-cpu/arch/x86/quants.c) unpack them the same way. x86 (AVX2) only: elsewhere there are no int8-activation
 // kernels, and asking for them is an error (gguf_linear.int8_activations).
@@ -49,6 +50,27 @@ inline __m256i bits(const __m256i& v, int shift, int width, int to) {
   return to ? _mm256_slli_epi16(x, to) : x;
 }
 
+#if defined(__AVX512BW__)
+// Two chunks side by side in one 512-bit register (chunk j in the low half, j + 1 in the high one): where a core has
+// full-width 512-bit units (Intel's server cores), one instruction does the work of two 256-bit ones.
+inline __m512i pair(const __m256i& v) { return _mm512_broadcast_i64x4(v); }
+inline __m512i mask512(int m) { return _mm512_set1_epi8(static_cast<char>(m)); }
+// Bits [shift, shift + width) of each byte of v, shifted by `lo` in the low half and `hi` in the high one, moved to
+// bit `to`.
+inline __m512i bits2(const __m512i& v, int lo, int hi, int width, int to) {
+  const __m512i by = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(lo)), _mm256_set1_epi16(
+                                        static_cast<short>(hi)), 1);
+  const __m512i x = _mm512_and_si512(_mm512_srlv_epi16(v, by), mask512((1 << width) - 1));
+  return to ? _mm512_slli_epi16(x, to) : x;
+}
+// The shuffle that spreads int16 lane a over 128-bit lane 0 of a register, b over lane 1, c over 2, d over 3.
+inline __m512i lanes4(int a, int b, int c, int d) {
+  const auto one = [](int i) { return static_cast<int>(0x01000100 + 0x02020202 * i); };
+  return _mm512_setr_epi32(one(a), one(a), one(a), one(a), one(b), one(b), one(b), one(b), one(c), one(c), one(c),
+                           one(c), one(d), one(d), one(d), one(d));
+}
+#endif
+
 struct Q4_0 {  // d·(q - 8)
   static constexpr bool K = false, SIGNED = false, MIN = true;
   static Chunk chunk(const uint8_t* b, int) {
@@ -80,15 +102,17 @@ struct Q8_0 {  // d·q, q signed
   static constexpr bool K = false, SIGNED = true, MIN = false;
   static Chunk chunk(const uint8_t* b, int) { return {load(b + 2), _mm256_set1_ps(gguf::half(b)), 0.0f}; }
 };
-// The K-quants, against activations rounded per 256 (llama.cpp's Q8_K, q8_linear.cpp): a block's eight 32-weight
-// chunks as bytes, each with its integer scale as 16 int16 lanes (lane k covers weights 2k, 2k + 1), so a block's
-// sum stays an exact int32 until one float multiply by d (and, for Q4_K and Q5_K, -dmin times Σ_j m_j·Σ_j q).
-// A block's scales are widened to int16 once (`scales`, both 128-bit halves alike) and each chunk's picked out of
-// them by one byte shuffle, as llama.cpp's AVX2 kernels do, instead of a broadcast from memory per chunk.
+// The K-quants, against activations rounded per 256 (llama.cpp's Q8_K, with Σq per 16 beside): a block's eight
+// 32-weight chunks as unsigned bytes, each with its integer scale as 16 int16 lanes (lane k covers weights 2k, 2k + 1),
+// so a block's sum stays an exact int32 until one float multiply by d. A block's scales are widened to int16 once
+// (`scales`, both 128-bit halves alike) and each chunk's picked out of them by one byte shuffle, as llama.cpp's AVX2
+// kernels do, instead of a broadcast from memory per chunk. `low` holds what multiplies the activations' Σq per 16:
+// for Q4_K and Q5_K each minimum twice (the term -dmin·Σ_j m_j·Σq_j, in float), for Q6_K its sixteen scales (the
+// integer term -32·Σ_k s_k·Σq_k of its weights' offset, so its bytes stay unsigned as well).
 struct KBlock {
   float d, dmin;
   __m256i scales[2];  // int16: Q4_K, Q5_K sub-block scales 0..7 in [0]; Q6_K's sixteen, 0..7 in [0], 8..15 in [1]
-  __m128i m;          // Q4_K, Q5_K: the eight minimums as int16
+  __m256i low;        // int16, one per 16 weights: Q4_K, Q5_K the minimums (each twice); Q6_K the scales
 };
 // The shuffle that spreads int16 lane `lo` of each half over the low half and lane `hi` over the high one.
 inline __m256i lanes(int lo, int hi) {
@@ -108,41 +132,68 @@ inline KBlock scales_mins(const uint8_t* b) {
   u[2] = low_mins;
   u[0] &= six;  // scales 0..3
   const __m128i both = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));  // scales 0..7, minimums 0..7
+  const __m128i mins = _mm_srli_si128(both, 8);
   return {gguf::half(b), gguf::half(b + 2), {widen8(both), _mm256_setzero_si256()},
-          _mm_cvtepu8_epi16(_mm_srli_si128(both, 8))};
+          _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins))};
 }
 struct Q4_K {  // sub-block j: (d·sc)·q - dmin·m
-  static constexpr bool K = true, SIGNED = false, MIN = true;
+  static constexpr bool K = true, MIN = true;
+  static constexpr int OFFSET = 0;
   static KBlock block(const uint8_t* b) { return scales_mins(b); }
   static __m256i weights(const uint8_t* b, int j) { return bits(load(b + 16 + 32 * (j / 2)), 4 * (j % 2), 4, 0); }
   static __m256i scale(const KBlock& k, int j) { return _mm256_shuffle_epi8(k.scales[0], lanes(j, j)); }
+#if defined(__AVX512BW__)
+  static __m512i weights2(const uint8_t* b, int j) { return bits2(pair(load(b + 16 + 16 * j)), 0, 4, 4, 0); }
+  static __m512i scale2(const __m512i* s, int j) { return _mm512_shuffle_epi8(s[0], lanes4(j, j, j + 1, j + 1)); }
+#endif
 };
 struct Q5_K {  // Q4_K's nibbles with bit j of qh[i] as the fifth
-  static constexpr bool K = true, SIGNED = false, MIN = true;
+  static constexpr bool K = true, MIN = true;
+  static constexpr int OFFSET = 0;
   static KBlock block(const uint8_t* b) { return scales_mins(b); }
   static __m256i weights(const uint8_t* b, int j) {
     return _mm256_or_si256(bits(load(b + 48 + 32 * (j / 2)), 4 * (j % 2), 4, 0), bits(load(b + 16), j, 1, 4));
   }
   static __m256i scale(const KBlock& k, int j) { return _mm256_shuffle_epi8(k.scales[0], lanes(j, j)); }
+#if defined(__AVX512BW__)
+  static __m512i weights2(const uint8_t* b, int j) {
+    return _mm512_or_si512(bits2(pair(load(b + 48 + 16 * j)), 0, 4, 4, 0), bits2(pair(load(b + 16)), j, j + 1, 1, 4));
+  }
+  static __m512i scale2(const __m512i* s, int j) { return _mm512_shuffle_epi8(s[0], lanes4(j, j, j + 1, j + 1)); }
+#endif
 };
-struct Q6_K {  // d·scales[w / 16]·(q - 32), q's low four bits from ql and top two from qh (gguf_formats.h)
-  static constexpr bool K = true, SIGNED = true, MIN = false;
+struct Q6_K {  // d·scales[w / 16]·(q - 32), q's low four bits from ql and top two from qh (gguf_formats.h); the
+               // bytes here are q itself (0..63), the -32 is OFFSET
+  static constexpr bool K = true, MIN = false;
+  static constexpr int OFFSET = 32;
   static KBlock block(const uint8_t* b) {
     const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));  // sixteen int8 scales
     return {gguf::half(b + 208), 0.0f,
             {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s)),
              _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)))},
-            _mm_setzero_si128()};
+            _mm256_cvtepi8_epi16(s)};
   }
   static __m256i weights(const uint8_t* b, int j) {
     const int h = j / 4, t = j % 4;
     const __m256i low = bits(load(b + 64 * h + 32 * (t % 2)), t < 2 ? 0 : 4, 4, 0);
-    return _mm256_sub_epi8(_mm256_or_si256(low, bits(load(b + 128 + 32 * h), 2 * t, 2, 4)), mask(32));
+    return _mm256_or_si256(low, bits(load(b + 128 + 32 * h), 2 * t, 2, 4));
   }
   // Chunk j's halves have scales 2j and 2j + 1.
   static __m256i scale(const KBlock& k, int j) {
     return _mm256_shuffle_epi8(k.scales[j / 4], lanes(2 * (j % 4), 2 * (j % 4) + 1));
   }
+#if defined(__AVX512BW__)
+  static __m512i weights2(const uint8_t* b, int j) {  // j even: chunks j, j + 1 are ql's 64 bytes from 64·(j / 4)
+    const int h = j / 4, t = j % 4;
+    const __m512i low = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(b + 64 * h), t < 2 ? 0 : 4),
+                                         mask512(0x0F));
+    return _mm512_or_si512(low, bits2(pair(load(b + 128 + 32 * h)), 2 * t, 2 * t + 2, 2, 4));
+  }
+  static __m512i scale2(const __m512i* s, int j) {
+    const int t = 2 * (j % 4);
+    return _mm512_shuffle_epi8(s[j / 4], lanes4(t, t + 1, t + 2, t + 3));
+  }
+#endif
 };
 
 // Calls fn(Format{}, gguf's Format{}) for a quantized ggml type id; returns false for any other (F32, F16, BF16).

@@ -1,9 +1,10 @@
 // Decode-time linear layers on a GGUF file's blocks with int8 activations, as llama.cpp computes them: each
 // activation row rounded to int8 (d = max|x| / 127, q = round(x / d)) in blocks of 32 for the 32-weight formats
-// (llama.cpp's Q8_0) and of 256 for the K-quants (its Q8_K, with each 32's sum of q beside), integer dot products
-// with the weights' small integers (vpmaddubsw, vpmaddwd), scaled in float once per 32 weights, or for a K-quant
-// once per 256 (q8_formats.h).
-// The weights are never expanded to float32, so a step costs some four instructions per 32 weights and row
+// (llama.cpp's Q8_0) and of 256 for the K-quants (its Q8_K, with each 16's sum of q beside), integer dot products
+// with the weights' small integers (vpmaddubsw, vpmaddwd; with VNNI, vpdpbusd and vpdpwssd), scaled in float once
+// per 32 weights, or for a K-quant once per 256 (q8_formats.h). Where AVX-512 is built, a K-quant block goes two
+// chunks of 32 an instruction (512-bit registers), which Intel's server cores run at twice the 256-bit rate.
+// The weights are never expanded to float32, so a step costs some three instructions per 32 weights and row
 // instead of the float kernel's (gguf_linear.cpp) expansion and a multiply-add per weight and row.
 // Numbers: a row's activations are rounded (relative error about 0.4% per block), not its weights' expansion.
 // Rows stay bitwise independent: each row is rounded by itself, integer sums are exact, and each output is one
@@ -29,7 +30,7 @@ constexpr int AHEAD = 4;   // columns: each group asks for the blocks of the gro
 // One column per tile: at one row, two or four side by side were slower here (Q4_K, 2048x5632: 0.77 against 0.42
 // ms), as a K-quant block's sum is integer adds and a 32-weight format's chains are short.
 
-struct Rows {  // q8_quantize's output: q (M, K) int8, d (M, K / block), and per 32: sum (float Σx) or qsum (Σq)
+struct Rows {  // q8_quantize's output: q (M, K) int8, d (M, K / block), and sum (float Σx per 32) or qsum (Σq per 16)
   const int8_t* q;
   const float* d;
   const float* sum;     // block 32
@@ -38,10 +39,37 @@ struct Rows {  // q8_quantize's output: q (M, K) int8, d (M, K / block), and per
 };
 
 // Eight int32 lanes, lane k = Σ of u_i·s_i over bytes 4k .. 4k + 3 (u unsigned, s signed; pair sums stay within
-// int16: u <= 63 against |s| <= 127, or |u| <= 128 against |s| <= 127 for the signed formats' magnitudes).
+// int16: u <= 63 against |s| <= 127, or |u| <= 128 against |s| <= 127 for the signed formats' magnitudes, so
+// vpmaddubsw never saturates and VNNI's one instruction gives the same sums).
 inline __m256i dot(const __m256i& u, const __m256i& s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#elif defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
 }
+
+// acc + the int16 pairs p times the int16 scales sc, pairwise summed (int32 lanes, exact): one instruction with VNNI.
+inline __m256i madd_add(const __m256i& acc, const __m256i& p, const __m256i& sc) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpwssd_epi32(acc, p, sc);
+#elif defined(__AVXVNNI__)
+  return _mm256_dpwssd_avx_epi32(acc, p, sc);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
+#endif
+}
+#if defined(__AVX512BW__)
+inline __m512i madd_add(const __m512i& acc, const __m512i& p, const __m512i& sc) {
+#if defined(__AVX512VNNI__)
+  return _mm512_dpwssd_epi32(acc, p, sc);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, sc));
+#endif
+}
+#endif
 
 inline float hsum(__m128 s) {  // lanes in a fixed order
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -86,43 +114,57 @@ void tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, f
   store<R>(acc, lin, r0, n, y, ldy, bias);
 }
 
-// The same for a K-quant against rows rounded per 256: a block's chunks summed in int32 with their integer scales,
-// then acc += sum·(d·d_x); for the formats with minimums, low += (Σ_j m_j·Σq_j in four int32 lanes)·(dmin·d_x),
-// four float lanes summed once at the end, and y = Σ lanes of acc - Σ lanes of low.
+// The same for a K-quant against rows rounded per 256: a block's chunks summed in int32 with their integer scales
+// (less Q6_K's offset, 32·Σ_k s_k·Σq_k), then acc += sum·(d·d_x); for the formats with minimums, acc -= (Σ_j m_j·Σq_j)
+// ·(dmin·d_x); y = Σ lanes of acc.
 template <class Q, class F, int R>
 void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, float* y, int64_t ldy,
            const float* bias) {
   __m256 acc[R];
-  __m128 low[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), low[r] = _mm_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const int64_t nb = x.K / 256;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = w + n * row + b * F::BYTES;
     const q8::KBlock k = Q::block(block);
     __m256i sum[R];
+#if defined(__AVX512BW__)
+    const __m512i scales[2] = {_mm512_broadcast_i64x4(k.scales[0]), _mm512_broadcast_i64x4(k.scales[1])};
+    __m512i sum2[R];
+    for (int r = 0; r < R; ++r) sum2[r] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int j = 0; j < 8; j += 2) {
+      const __m512i u = Q::weights2(block, j), sc = Q::scale2(scales, j);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512i s = _mm512_loadu_si512(x.q + (r0 + r) * x.K + 256 * b + 32 * j);
+        sum2[r] = madd_add(sum2[r], _mm512_maddubs_epi16(u, s), sc);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      sum[r] = _mm256_add_epi32(_mm512_castsi512_si256(sum2[r]), _mm512_extracti64x4_epi64(sum2[r], 1));
+#else
     for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      const __m256i wv = Q::weights(block, j), sc = Q::scale(k, j);
-      const __m256i u = Q::SIGNED ? _mm256_sign_epi8(wv, wv) : wv;
+      const __m256i u = Q::weights(block, j), sc = Q::scale(k, j);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + (r0 + r) * x.K + 256 * b + 32 * j);
-        if (Q::SIGNED) s = _mm256_sign_epi8(s, wv);
-        sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), sc));
+        const __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + (r0 + r) * x.K + 256 * b + 32 * j);
+        sum[r] = madd_add(sum[r], _mm256_maddubs_epi16(u, s), sc);
       }
     }
+#endif
     for (int r = 0; r < R; ++r) {
       const float dx = x.d[(r0 + r) * nb + b];
+      __m256i low = _mm256_setzero_si256();  // Σ over the block's sixteen 16s of low_k·Σq_k, pairwise in 8 lanes
+      if (Q::MIN || Q::OFFSET) low = _mm256_madd_epi16(q8::load(reinterpret_cast<const uint8_t*>(
+                                                          x.qsum + ((r0 + r) * nb + b) * 16)), k.low);
+      if (Q::OFFSET) sum[r] = _mm256_sub_epi32(sum[r], _mm256_slli_epi32(low, 5));  // 32·Σ
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r]), _mm256_set1_ps(k.d * dx), acc[r]);
-      if (Q::MIN) {
-        const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qsum + ((r0 + r) * nb + b) * 8));
-        low[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(qs, k.m)), _mm_set1_ps(k.dmin * dx), low[r]);
-      }
+      if (Q::MIN) acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(low), _mm256_set1_ps(k.dmin * dx), acc[r]);
     }
   }
-  float lin[R];
-  for (int r = 0; r < R; ++r) lin[r] = -hsum(low[r]);
+  float lin[R] = {};
   store<R>(acc, lin, r0, n, y, ldy, bias);
 }
 
@@ -191,38 +233,76 @@ bool q8_readable(int64_t type) {
 #endif
 }
 
-// x (M, K) float -> (q int8 (M, K), d (M, K / block), and per 32: sum (float Σx) for block 32 or qsum (int16 Σq)
-// for block 256), each block by itself.
+#if defined(__AVX2__)
+namespace {
+
+inline int hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1)));
+}
+
+inline float amax(const float* x, int n) {  // max |x_i|, n a multiple of 8
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(x + i)));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+}
+
+// 32 floats times inv, rounded to the nearest integer (ties to even, as nearbyint) into 32 int8 at q; the sums of
+// the first and the second 16 of them into s16[0], s16[1].
+inline void round32(const float* x, __m256 inv, int8_t* q, int16_t* s16) {
+  __m256i v[4];
+  for (int i = 0; i < 4; ++i) v[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), inv));
+  s16[0] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(v[0], v[1])));
+  s16[1] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(v[2], v[3])));
+  const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),  // packs work per 128-bit lane: put the 4-byte groups in order
+                      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+}  // namespace
+#endif
+
+// x (M, K) float -> (q int8 (M, K), d (M, K / block), and sum (float Σx per 32) for block 32 or qsum (int16 Σq per 16)
+// for block 256), each block by itself: d = max |x| / 127, q = nearbyint(x · 127 / max |x|) (0 for an all-zero block).
 std::vector<at::Tensor> q8_quantize(const at::Tensor& x, int64_t block) {
   TORCH_CHECK(block == 32 || block == 256, "block: 32 or 256");
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous() && x.size(1) % block == 0,
               "x: contiguous float (M, K), K a multiple of ", block);
+#if defined(__AVX2__)
   const int64_t M = x.size(0), K = x.size(1), blocks = M * K / block;
   auto q = at::empty({M, K}, x.options().dtype(at::kChar));
   auto d = at::empty({M, K / block}, x.options());
-  auto sum = at::empty({M, K / 32}, x.options().dtype(block == 32 ? at::kFloat : at::kShort));
+  const int64_t per = block == 32 ? 32 : 16;  // Σx per 32, or Σq per 16 (llama.cpp's Q8_K bsums)
+  auto sum = at::empty({M, K / per}, x.options().dtype(block == 32 ? at::kFloat : at::kShort));
   const float* xp = x.data_ptr<float>();
   int8_t* qp = q.data_ptr<int8_t>();
   float* dp = d.data_ptr<float>();
+  int16_t s16[2];
   for (int64_t k = 0; k < blocks; ++k) {
     const float* b = xp + block * k;
-    float amax = 0.0f;
-    for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(b[i]));
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    for (int i = 0; i < block; ++i) qp[block * k + i] = static_cast<int8_t>(std::nearbyint(b[i] * inv));
-    dp[k] = amax / 127.0f;
-  }
-  for (int64_t k = 0; k < M * K / 32; ++k) {
-    float s = 0.0f;
-    int qs = 0;
-    for (int i = 0; i < 32; ++i) s += xp[32 * k + i], qs += qp[32 * k + i];
-    if (block == 32) {
-      sum.data_ptr<float>()[k] = s;
-    } else {
-      sum.data_ptr<int16_t>()[k] = static_cast<int16_t>(qs);
+    const float top = amax(b, block);
+    const __m256 inv = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
+    dp[k] = top / 127.0f;
+    for (int64_t c = 0; c < block / 32; ++c) {
+      const int64_t at = block * k + 32 * c;  // this 32's first element
+      round32(xp + at, inv, qp + at, s16);
+      if (block == 32) {
+        const float* v = xp + at;
+        const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8)),
+                                       _mm256_add_ps(_mm256_loadu_ps(v + 16), _mm256_loadu_ps(v + 24)));
+        sum.data_ptr<float>()[k] = hsum(s);
+      } else {
+        std::copy_n(s16, 2, sum.data_ptr<int16_t>() + at / 16);
+      }
     }
   }
   return {q, d, sum};
+#else
+  TORCH_CHECK(false, "int8 activations need x86 AVX2 (this build has no such kernel)");
+#endif
 }
 
 // The block a type's activations are rounded in: 256 for the K-quants, else 32.
