@@ -48,18 +48,20 @@ def representable(M: int, K: int, block: int, seed: int) -> torch.Tensor:
 def test_rows_round_to_int8_block_by_block(ops, block):
     x = torch.randn(3, 512) * torch.logspace(-3, 2, 512)
     x[1, :256] = 0.0  # all-zero blocks: scale 0, not NaN
-    q, d, sums = ops.q8_quantize(x, block)
+    q, d, sums, qsums = ops.q8_quantize(x, block)
     nb = 512 // block
-    assert q.dtype == torch.int8 and d.shape == (3, nb) and sums.shape == (3, 512 // (32 if block == 32 else 16))
+    assert q.dtype == torch.int8 and d.shape == (3, nb) and sums.shape == (3, 16)
     blocks = x.view(3, nb, block)
     assert torch.equal(d, blocks.abs().amax(dim=2) / 127)
     assert q.abs().max() <= 127 and d[1, 0] == 0 and not q[1, :256].any()
     error = (blocks - d[..., None] * q.view(3, nb, block).float()).abs()
     assert (error <= d[..., None] / 2 * (1 + 1e-5)).all()
-    if block == 32:  # the float Σx of each 32 (the minimums' factor)
-        assert sums.dtype == torch.float32 and torch.allclose(sums, x.view(3, 16, 32).sum(dim=2), rtol=1e-5, atol=1e-6)
-    else:  # Σq of each 16, exact (llama.cpp's Q8_K bsums)
-        assert sums.dtype == torch.int16 and torch.equal(sums.long(), q.view(3, 32, 16).long().sum(dim=2))
+    # the float Σx of each 32 (the minimums' factor)
+    assert sums.dtype == torch.float32 and torch.allclose(sums, x.view(3, 16, 32).sum(dim=2), rtol=1e-5, atol=1e-6)
+    if block == 32:
+        assert qsums.shape == (3, 0)
+    else:  # Σq of each 16, exact (llama.cpp's Q8_K bsums: Q6_K's offset)
+        assert qsums.dtype == torch.int16 and torch.equal(qsums.long(), q.view(3, 32, 16).long().sum(dim=2))
     top = blocks.abs().amax(dim=2, keepdim=True)
     inv = torch.where(top > 0, 127 / top, torch.zeros(()))
     assert torch.equal(q.view(3, nb, block).float(), torch.round(blocks * inv))  # nearest, ties to even
@@ -82,7 +84,7 @@ def test_other_activations_stay_within_the_roundings_bound(ops, tensor):
     type_id, K, blocks, weights = tensor
     x = torch.randn(5, K) * torch.linspace(0.1, 3, K)
     y = ops.gguf_decode_q8_linear(x, blocks, type_id, None)
-    _, d, _ = ops.q8_quantize(x, ops.q8_block(type_id))
+    d = ops.q8_quantize(x, ops.q8_block(type_id))[1]
     per = 256 if type_id >= 12 else 32
     w = weights.abs().double()
     top = w.view(N, -1, per).amax(dim=2).repeat_interleave(per, dim=1)

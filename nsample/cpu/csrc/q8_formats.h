@@ -102,17 +102,18 @@ struct Q8_0 {  // d·q, q signed
   static constexpr bool K = false, SIGNED = true, MIN = false;
   static Chunk chunk(const uint8_t* b, int) { return {load(b + 2), _mm256_set1_ps(gguf::half(b)), 0.0f}; }
 };
-// The K-quants, against activations rounded per 256 (llama.cpp's Q8_K, with Σq per 16 beside): a block's eight
-// 32-weight chunks as unsigned bytes, each with its integer scale as 16 int16 lanes (lane k covers weights 2k, 2k + 1),
-// so a block's sum stays an exact int32 until one float multiply by d. A block's scales are widened to int16 once
-// (`scales`, both 128-bit halves alike) and each chunk's picked out of them by one byte shuffle, as llama.cpp's AVX2
-// kernels do, instead of a broadcast from memory per chunk. `low` holds what multiplies the activations' Σq per 16:
-// for Q4_K and Q5_K each minimum twice (the term -dmin·Σ_j m_j·Σq_j, in float), for Q6_K its sixteen scales (the
-// integer term -32·Σ_k s_k·Σq_k of its weights' offset, so its bytes stay unsigned as well).
+// The K-quants, against activations rounded per 256 (llama.cpp's Q8_K, with Σq per 16 and Σx per 32 beside): a
+// block's eight 32-weight chunks as unsigned bytes, each with its integer scale as 16 int16 lanes (lane k covers
+// weights 2k, 2k + 1), so a block's sum stays an exact int32 until one float multiply by d. A block's scales are
+// widened to int16 once (`scales`, both 128-bit halves alike) and each chunk's picked out of them by one byte shuffle,
+// as llama.cpp's AVX2 kernels do, instead of a broadcast from memory per chunk. Q4_K's and Q5_K's minimums give the
+// term -Σ_j (dmin·m_j)·Σx_j (`mins`, eight floats); Q6_K's offset the integer term -32·Σ_k s_k·Σq_k (`low`, its
+// sixteen scales against the Σq per 16), so its bytes stay unsigned as well.
 struct KBlock {
-  float d, dmin;
+  float d;
   __m256i scales[2];  // int16: Q4_K, Q5_K sub-block scales 0..7 in [0]; Q6_K's sixteen, 0..7 in [0], 8..15 in [1]
-  __m256i low;        // int16, one per 16 weights: Q4_K, Q5_K the minimums (each twice); Q6_K the scales
+  __m256 mins;        // Q4_K, Q5_K: dmin·m_j for the eight 32s
+  __m256i low;        // Q6_K: the sixteen scales as int16
 };
 // The shuffle that spreads int16 lane `lo` of each half over the low half and lane `hi` over the high one.
 inline __m256i lanes(int lo, int hi) {
@@ -133,8 +134,9 @@ inline KBlock scales_mins(const uint8_t* b) {
   u[0] &= six;  // scales 0..3
   const __m128i both = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));  // scales 0..7, minimums 0..7
   const __m128i mins = _mm_srli_si128(both, 8);
-  return {gguf::half(b), gguf::half(b + 2), {widen8(both), _mm256_setzero_si256()},
-          _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins))};
+  return {gguf::half(b), {widen8(both), _mm256_setzero_si256()},
+          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mins)), _mm256_set1_ps(gguf::half(b + 2))),
+          _mm256_setzero_si256()};
 }
 struct Q4_K {  // sub-block j: (d·sc)·q - dmin·m
   static constexpr bool K = true, MIN = true;
@@ -168,10 +170,10 @@ struct Q6_K {  // d·scales[w / 16]·(q - 32), q's low four bits from ql and top
   static constexpr int OFFSET = 32;
   static KBlock block(const uint8_t* b) {
     const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));  // sixteen int8 scales
-    return {gguf::half(b + 208), 0.0f,
+    return {gguf::half(b + 208),
             {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s)),
              _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)))},
-            _mm256_cvtepi8_epi16(s)};
+            _mm256_setzero_ps(), _mm256_cvtepi8_epi16(s)};
   }
   static __m256i weights(const uint8_t* b, int j) {
     const int h = j / 4, t = j % 4;

@@ -30,10 +30,10 @@ constexpr int AHEAD = 4;   // columns: each group asks for the blocks of the gro
 // One column per tile: at one row, two or four side by side were slower here (Q4_K, 2048x5632: 0.77 against 0.42
 // ms), as a K-quant block's sum is integer adds and a 32-weight format's chains are short.
 
-struct Rows {  // q8_quantize's output: q (M, K) int8, d (M, K / block), and sum (float Σx per 32) or qsum (Σq per 16)
+struct Rows {  // q8_quantize's output: q (M, K) int8, d (M, K / block), sum (float Σx per 32), qsum (Σq per 16)
   const int8_t* q;
   const float* d;
-  const float* sum;     // block 32
+  const float* sum;
   const int16_t* qsum;  // block 256
   int64_t K;
 };
@@ -115,8 +115,8 @@ void tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, f
 }
 
 // The same for a K-quant against rows rounded per 256: a block's chunks summed in int32 with their integer scales
-// (less Q6_K's offset, 32·Σ_k s_k·Σq_k), then acc += sum·(d·d_x); for the formats with minimums, acc -= (Σ_j m_j·Σq_j)
-// ·(dmin·d_x); y = Σ lanes of acc.
+// (less Q6_K's offset, 32·Σ_k s_k·Σq_k), then acc += (sum·d)·d_x; for the formats with minimums, acc -= (dmin·m_j)·Σx_j
+// lane by lane; y = Σ lanes of acc.
 template <class Q, class F, int R>
 void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, float* y, int64_t ldy,
            const float* bias) {
@@ -154,14 +154,15 @@ void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, 
       }
     }
 #endif
+    const __m256 d = _mm256_set1_ps(k.d);
     for (int r = 0; r < R; ++r) {
-      const float dx = x.d[(r0 + r) * nb + b];
-      __m256i low = _mm256_setzero_si256();  // Σ over the block's sixteen 16s of low_k·Σq_k, pairwise in 8 lanes
-      if (Q::MIN || Q::OFFSET) low = _mm256_madd_epi16(q8::load(reinterpret_cast<const uint8_t*>(
-                                                          x.qsum + ((r0 + r) * nb + b) * 16)), k.low);
-      if (Q::OFFSET) sum[r] = _mm256_sub_epi32(sum[r], _mm256_slli_epi32(low, 5));  // 32·Σ
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r]), _mm256_set1_ps(k.d * dx), acc[r]);
-      if (Q::MIN) acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(low), _mm256_set1_ps(k.dmin * dx), acc[r]);
+      const int64_t at = (r0 + r) * nb + b;  // the row's block
+      if (Q::OFFSET) {  // 32·Σ_k s_k·Σq_k, pairwise in 8 lanes
+        const __m256i low = _mm256_madd_epi16(q8::load(reinterpret_cast<const uint8_t*>(x.qsum + 16 * at)), k.low);
+        sum[r] = _mm256_sub_epi32(sum[r], _mm256_slli_epi32(low, 5));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sum[r]), d), _mm256_broadcast_ss(x.d + at), acc[r]);
+      if (Q::MIN) acc[r] = _mm256_fnmadd_ps(k.mins, _mm256_loadu_ps(x.sum + 8 * at), acc[r]);
     }
   }
   float lin[R] = {};
@@ -265,8 +266,9 @@ inline void round32(const float* x, __m256 inv, int8_t* q, int16_t* s16) {
 }  // namespace
 #endif
 
-// x (M, K) float -> (q int8 (M, K), d (M, K / block), and sum (float Σx per 32) for block 32 or qsum (int16 Σq per 16)
-// for block 256), each block by itself: d = max |x| / 127, q = nearbyint(x · 127 / max |x|) (0 for an all-zero block).
+// x (M, K) float -> (q int8 (M, K), d (M, K / block), sum (float Σx per 32), qsum (int16 Σq per 16, llama.cpp's Q8_K
+// bsums; block 256 only, else no columns)), each block by itself: d = max |x| / 127, q = nearbyint(x · 127 / max |x|)
+// (0 for an all-zero block).
 std::vector<at::Tensor> q8_quantize(const at::Tensor& x, int64_t block) {
   TORCH_CHECK(block == 32 || block == 256, "block: 32 or 256");
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous() && x.size(1) % block == 0,
@@ -275,31 +277,26 @@ std::vector<at::Tensor> q8_quantize(const at::Tensor& x, int64_t block) {
   const int64_t M = x.size(0), K = x.size(1), blocks = M * K / block;
   auto q = at::empty({M, K}, x.options().dtype(at::kChar));
   auto d = at::empty({M, K / block}, x.options());
-  const int64_t per = block == 32 ? 32 : 16;  // Σx per 32, or Σq per 16 (llama.cpp's Q8_K bsums)
-  auto sum = at::empty({M, K / per}, x.options().dtype(block == 32 ? at::kFloat : at::kShort));
+  auto sum = at::empty({M, K / 32}, x.options());
+  auto qsum = at::empty({M, block == 256 ? K / 16 : 0}, x.options().dtype(at::kShort));
   const float* xp = x.data_ptr<float>();
   int8_t* qp = q.data_ptr<int8_t>();
-  float* dp = d.data_ptr<float>();
+  float *dp = d.data_ptr<float>(), *sp = sum.data_ptr<float>();
   int16_t s16[2];
   for (int64_t k = 0; k < blocks; ++k) {
     const float* b = xp + block * k;
     const float top = amax(b, block);
     const __m256 inv = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
     dp[k] = top / 127.0f;
-    for (int64_t c = 0; c < block / 32; ++c) {
-      const int64_t at = block * k + 32 * c;  // this 32's first element
+    for (int64_t at = block * k; at < block * (k + 1); at += 32) {  // each 32 of the block
       round32(xp + at, inv, qp + at, s16);
-      if (block == 32) {
-        const float* v = xp + at;
-        const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8)),
-                                       _mm256_add_ps(_mm256_loadu_ps(v + 16), _mm256_loadu_ps(v + 24)));
-        sum.data_ptr<float>()[k] = hsum(s);
-      } else {
-        std::copy_n(s16, 2, sum.data_ptr<int16_t>() + at / 16);
-      }
+      const float* v = xp + at;
+      sp[at / 32] = hsum(_mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8)),
+                                       _mm256_add_ps(_mm256_loadu_ps(v + 16), _mm256_loadu_ps(v + 24))));
+      if (block == 256) std::copy_n(s16, 2, qsum.data_ptr<int16_t>() + at / 16);
     }
   }
-  return {q, d, sum};
+  return {q, d, sum, qsum};
 #else
   TORCH_CHECK(false, "int8 activations need x86 AVX2 (this build has no such kernel)");
 #endif
@@ -313,7 +310,7 @@ int64_t q8_block(int64_t type) {
 // y (M, N), a view with unit column stride, = the rows' product with blocks (N, row bytes) of a quantized type.
 void gguf_decode_q8_into(const std::vector<at::Tensor>& xq, const at::Tensor& blocks, int64_t type, at::Tensor& y,
                          const c10::optional<at::Tensor>& bias) {
-  TORCH_CHECK(xq.size() == 3, "xq: q8_quantize's (q, d, sum)");
+  TORCH_CHECK(xq.size() == 4, "xq: q8_quantize's (q, d, sum, qsum)");
   TORCH_CHECK(xq[0].size(1) == q8_block(type) * xq[1].size(1), "xq: rounded in blocks of ", q8_block(type),
               " for type ", type);
   TORCH_CHECK(blocks.dim() == 2 && blocks.scalar_type() == at::kByte && blocks.is_contiguous(), "blocks");
@@ -322,9 +319,8 @@ void gguf_decode_q8_into(const std::vector<at::Tensor>& xq, const at::Tensor& bl
               "y: float (M, N) with unit column stride");
   TORCH_CHECK(!bias.has_value() || (bias->numel() == N && bias->is_contiguous()), "bias: contiguous float (N,)");
 #if defined(__AVX2__)
-  const bool per32 = xq[2].scalar_type() == at::kFloat;
-  const Rows x{xq[0].data_ptr<int8_t>(), xq[1].data_ptr<float>(), per32 ? xq[2].data_ptr<float>() : nullptr,
-               per32 ? nullptr : xq[2].data_ptr<int16_t>(), K};
+  const Rows x{xq[0].data_ptr<int8_t>(), xq[1].data_ptr<float>(), xq[2].data_ptr<float>(),
+               xq[3].data_ptr<int16_t>(), K};
   const float* bp = bias.has_value() ? bias->data_ptr<float>() : nullptr;
   const bool known = q8::with_format(type, [&](auto q, auto f) {
     using F = decltype(f);
