@@ -252,6 +252,9 @@ at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, in
   const int64_t M = x.size(0), K = x.size(1), N = blocks.size(0), tiles = (M + ROWS - 1) / ROWS;
   const int64_t T = std::max<int64_t>(16, (1 << 18) / K / 16 * 16);  // weight rows a tile
   const at::Tensor xp = M % ROWS ? at::cat({x, at::zeros({tiles * ROWS - M, K}, x.options())}) : x;
+  // Each tile of rows transposed, (tiles, K, ROWS): MKL's product of a weight tile (n, K) with it runs 2-3x as fast
+  // as the same product the other way round (activations (ROWS, K) times the tile transposed), one thread each.
+  const at::Tensor xt = xp.view({tiles, ROWS, K}).transpose(1, 2).contiguous();
   auto y = at::empty({M, N}, x.options());
   gguf::with_format(type, [&](auto f) {
     using F = decltype(f);
@@ -263,15 +266,15 @@ at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, in
     at::parallel_for(0, (N + T - 1) / T, 1, [&](int64_t t0, int64_t t1) {
       c10::InferenceMode guard(inference);
       auto tile = at::empty({T, K}, x.options());
-      auto out = at::empty({ROWS, T}, x.options());  // one product, its row stride (ldc) always T
+      auto out = at::empty({T, ROWS}, x.options());  // one product (n, ROWS), its row stride (ldc) always ROWS
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t n0 = t * T, n = std::min(T, N - n0);
         expand_rows<F>(w, row, K, nullptr, n0, n0 + n, tile.data_ptr<float>());
-        auto columns = out.narrow(1, 0, n);
+        auto product = out.narrow(0, 0, n);
         for (int64_t r = 0; r < tiles; ++r) {
-          at::mm_out(columns, xp.narrow(0, r * ROWS, ROWS), tile.narrow(0, 0, n).t());
+          at::mm_out(product, tile.narrow(0, 0, n), xt[r]);
           const int64_t m = std::min(ROWS, M - r * ROWS);
-          y.narrow(0, r * ROWS, m).narrow(1, n0, n).copy_(columns.narrow(0, 0, m));
+          y.narrow(0, r * ROWS, m).narrow(1, n0, n).copy_(product.narrow(1, 0, m).t());
         }
       }
     });
