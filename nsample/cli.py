@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                                          allow_abbrev=False)
     kernels_parser.add_argument("--isa", default="auto",
                                 help="auto (this CPU's best, or NSAMPLE_ISA), all (every one this CPU runs), or an "
-                                     "instruction set: avx2, avx512, avx512vnni, neon (default: %(default)s)")
+                                     "instruction set: avx2, avxvnni, avx512, avx512vnni, neon (default: %(default)s)")
     return parser
 
 

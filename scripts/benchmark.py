@@ -28,7 +28,7 @@ the same file. Above each model's table it prints, once:
   - the decode path of every layer kind and the weight bytes read per decode step: nsample's, as
     nsample.cpu.weights_report.describe() gives them ("-" without it), and the GGUF's own tensor types and bytes.
 Usage: python scripts/benchmark.py [--model M | --gguf FILE [FILE ...]] [--methods fast llama ...]
-       [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64] [--isa avx2|avx512|avx512vnni|neon]
+       [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64] [--isa avx2|avxvnni|avx512|avx512vnni|neon]
 """
 import argparse
 import importlib.util
@@ -366,7 +366,7 @@ def main():
     ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 8, 16], help="choices per request")
     ap.add_argument("--new-tokens", type=int, default=64, help="new tokens per choice")
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS, help="columns to run")
-    ap.add_argument("--isa", choices=("avx2", "avx512", "avx512vnni", "neon"), default=None,
+    ap.add_argument("--isa", choices=("avx2", "avxvnni", "avx512", "avx512vnni", "neon"), default=None,
                     help="force nsample's kernel build (NSAMPLE_ISA) in its processes")
     ap.add_argument("--one", nargs=3, metavar=("METHOD", "PROMPT", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--load-only", action="store_true", help=argparse.SUPPRESS)

@@ -7,6 +7,7 @@ import gguf
 import numpy as np
 import pytest
 import torch
+from gguf_fixtures import forced_isa
 
 from nsample.cpu import kernels
 
@@ -16,12 +17,14 @@ QUANTIZED = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q4_K": 12, 
 N = 10  # not a multiple of the kernel's groups of 4 columns
 
 
-@pytest.fixture(scope="module")
-def ops():
-    ops = kernels.ops()
-    if ops is None or not ops.q8_available():
-        pytest.skip(f"no int8-activation kernels here (instruction set {kernels.isa()})")
-    return ops
+@pytest.fixture(scope="module", params=[isa for isa in kernels.runnable() if isa != "neon"] or [None])
+def ops(request):
+    """The kernels built for each x86 instruction set this CPU runs (AVX2, AVX-VNNI, AVX-512, AVX-512 VNNI): each
+    compiles its own dot products."""
+    with forced_isa(request.param or "auto") as ops:
+        if ops is None or not ops.q8_available():
+            pytest.skip(f"no int8-activation kernels here (instruction set {request.param})")
+        return ops
 
 
 @pytest.fixture(scope="module", params=list(QUANTIZED.items()), ids=list(QUANTIZED))

@@ -6,9 +6,9 @@ where they cannot be.
 - linear.cpp: a decode-time linear layer of either kind; decode_layer.cpp: the rest of a Llama-style layer's decode
   step around it (fused_decode.py).
 The sources are written once on torch's portable vector layer (`at::vec::Vectorized`, what torch's own CPU kernels
-use) and compiled per instruction set: AVX-512 (with VNNI's integer dot products where the CPU has them, for the
-int8-activation kernels) or AVX2 (with FMA and F16C) on x86-64, NEON on ARM64. The set is picked at run time from
-what this CPU and torch support (`isa()`), or forced with NSAMPLE_ISA=avx2|avx512|avx512vnni|neon.
+use) and compiled per instruction set: AVX-512 or AVX2 (with FMA and F16C) on x86-64, each with VNNI's integer dot
+products for the int8-activation kernels where the CPU has them, NEON on ARM64. The set is picked at run time from
+what this CPU and torch support (`isa()`), or forced with NSAMPLE_ISA=avx2|avxvnni|avx512|avx512vnni|neon.
 They are compiled (g++ and ninja, a few minutes on 2 cores) the first time a quantized model loads, into
 $TORCH_EXTENSIONS_DIR (else ~/.cache/torch_extensions), keyed by torch version and instruction set; later loads
 take the built library; `nsample build-kernels` builds them ahead of a first start. One process builds at a time;
@@ -17,6 +17,7 @@ the next start (build_lock.py). Without a compiler, on a CPU without AVX2 or NEO
 NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead, a GGUF's blocks are dequantized at load, and decode
 steps go through transformers.
 """
+import functools
 import hashlib
 import logging
 import os
@@ -41,6 +42,8 @@ ISA_FLAGS = {  # at::vec picks its implementation from CPU_CAPABILITY_*; the -m 
     "avx512vnni": ["-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl",
                    "-mavx512dq", "-mavx512vnni", "-mfma", "-mf16c"],  # Intel since Cascade Lake, AMD since Zen 4
     "avx2": ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c"],
+    "avxvnni": ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c",
+                "-mavxvnni"],  # AVX2 with VNNI's 256-bit dot products: Intel clients since Alder Lake
     "neon": ["-DCPU_CAPABILITY=DEFAULT"],  # ARM64: at::vec's DEFAULT build is NEON there
 }
 TORCH_CAPABILITY = {"AVX512": "avx512", "AVX2": "avx2"}  # torch.backends.cpu.get_cpu_capability() -> ours
@@ -61,17 +64,26 @@ def isa() -> str | None:
 
 def runnable() -> list[str]:
     """Every instruction set this CPU runs the kernels in, best last (an AVX-512 machine runs AVX2 too)."""
-    x86 = ["avx2", "avx512", "avx512vnni"]
-    best = _best()
-    return x86[:x86.index(best) + 1] if best in x86 else [best] if best else []
+    if platform.machine().lower() in ("arm64", "aarch64"):
+        return ["neon"]
+    best = TORCH_CAPABILITY.get(torch.backends.cpu.get_cpu_capability())
+    found = {"avx2": best is not None, "avxvnni": best is not None and _avx_vnni(), "avx512": best == "avx512",
+             "avx512vnni": best == "avx512" and getattr(torch.cpu, "_is_vnni_supported", lambda: False)()}
+    return [which for which, has in found.items() if has]  # AVX512_VNNI as torch's cpuinfo reads it
 
 
 def _best() -> str | None:
-    if platform.machine().lower() in ("arm64", "aarch64"):
-        return "neon"
-    best = TORCH_CAPABILITY.get(torch.backends.cpu.get_cpu_capability())
-    vnni = getattr(torch.cpu, "_is_vnni_supported", lambda: False)()  # AVX512_VNNI, as torch's cpuinfo reads it
-    return "avx512vnni" if best == "avx512" and vnni else best
+    return (runnable() or [None])[-1]
+
+
+@functools.cache
+def _avx_vnni() -> bool:
+    """AVX-VNNI (VNNI's dot products on 256-bit registers, Intel clients since Alder Lake, which have no AVX-512),
+    from Linux's CPU flags: torch does not report it, and elsewhere AVX2 alone is built."""
+    try:
+        return "avx_vnni" in Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
 
 
 def ops():
