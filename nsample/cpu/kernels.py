@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from nsample.cpu.build_lock import build_lock, wait_s
+from nsample.cpu.build_lock import BuildBusy, build_lock, wait_s
 
 log = logging.getLogger(__name__)
 CSRC = Path(__file__).with_name("csrc")
@@ -93,8 +93,28 @@ def ops():
     if which not in _built:
         with _lock:
             if which not in _built:
-                _built[which] = None if os.environ.get("NSAMPLE_NO_CPP") or which is None else _build_or_none(which)
+                _built[which] = None if os.environ.get("NSAMPLE_NO_CPP") or which is None else _first_built(which)
     return _built[which]
+
+
+def _first_built(which: str):
+    """`which`'s extension, or None. Where `which` is this CPU's best (not forced) and does not compile (a compiler
+    too old for its flags: -mavxvnni needs GCC 11), the next set down that does, as the CPU runs those too; not
+    after another process's build outlasted the wait, as the next set would wait the same way."""
+    forced = os.environ.get("NSAMPLE_ISA", "auto").lower() not in ("", "auto")
+    sets = runnable()
+    lower = [] if forced or which not in sets else sets[:sets.index(which)][::-1]
+    for at, each in enumerate([which, *lower]):
+        then = f"trying {lower[at]}" if at < len(lower) else "using ATen ops, which are slower"
+        try:
+            return build(each)
+        except BuildBusy as e:
+            log.warning("nsample's C++ kernels are not available for %s (%s); using ATen ops, which are slower", each,
+                        e)
+            return None
+        except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a read-only home: the ATen ops still work
+            log.warning("nsample's C++ kernels are not available for %s (%s); %s", each, e, then)
+    return None
 
 
 def build(which: str):
@@ -123,14 +143,6 @@ def build_directory(which: str) -> Path:
 
 def _name(which: str) -> str:
     return f"nsample_kernels_{which}"
-
-
-def _build_or_none(which: str):
-    try:
-        return build(which)
-    except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a read-only home: the ATen ops still work
-        log.warning("nsample's C++ kernels are not available for %s (%s); using ATen ops, which are slower", which, e)
-        return None
 
 
 def _ninja_on_path() -> None:

@@ -1,0 +1,67 @@
+"""Which kernels a process takes (nsample/cpu/kernels.py): this CPU's best instruction set, and where that one does not
+compile (a compiler too old for -mavxvnni, say), the next one down that does; never past a forced NSAMPLE_ISA or
+another process's build that outlasted the wait."""
+import logging
+
+import pytest
+
+from nsample.cpu import kernels
+from nsample.cpu.build_lock import BuildBusy
+
+SETS = ["avx2", "avxvnni", "avx512", "avx512vnni"]
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """A CPU that runs SETS, whose builds fail as `failing` says ({set: exception}); returns the sets tried."""
+    tried, failing = [], {}
+
+    def build(which):
+        tried.append(which)
+        if which in failing:
+            raise failing[which]
+        return f"kernels for {which}"
+
+    monkeypatch.setattr(kernels, "_built", {})
+    monkeypatch.setattr(kernels, "runnable", lambda: SETS)
+    monkeypatch.setattr(kernels, "build", build)
+    monkeypatch.delenv("NSAMPLE_ISA", raising=False)
+    monkeypatch.delenv("NSAMPLE_NO_CPP", raising=False)
+    return tried, failing
+
+
+def test_the_best_set_is_taken_where_it_builds(builds):
+    tried, _ = builds
+    assert kernels.isa() == "avx512vnni" and kernels.ops() == "kernels for avx512vnni" and tried == ["avx512vnni"]
+
+
+def test_a_set_that_does_not_compile_falls_to_the_next_one_down(builds, caplog):
+    tried, failing = builds
+    failing.update(avx512vnni=RuntimeError("Error building extension: unknown -mavx512vnni"),
+                   avx512=RuntimeError("Error building extension"))
+    with caplog.at_level(logging.WARNING, logger=kernels.__name__):
+        assert kernels.ops() == "kernels for avxvnni"
+    assert tried == ["avx512vnni", "avx512", "avxvnni"]
+    assert "not available for avx512vnni (Error building extension: unknown -mavx512vnni); trying avx512" in caplog.text
+    assert kernels.ops() == "kernels for avxvnni" and len(tried) == 3  # once per process
+
+
+def test_when_none_compiles_the_aten_ops_run(builds, caplog):
+    tried, failing = builds
+    failing.update({s: RuntimeError("no g++ here") for s in SETS})
+    with caplog.at_level(logging.WARNING, logger=kernels.__name__):
+        assert kernels.ops() is None
+    assert tried == SETS[::-1] and "not available for avx2 (no g++ here); using ATen ops" in caplog.text
+
+
+def test_a_forced_set_is_that_set_or_none(builds, monkeypatch):
+    tried, failing = builds
+    monkeypatch.setenv("NSAMPLE_ISA", "avxvnni")
+    failing["avxvnni"] = RuntimeError("Error building extension")
+    assert kernels.ops() is None and tried == ["avxvnni"]
+
+
+def test_a_busy_build_elsewhere_is_not_followed_by_another_set(builds):
+    tried, failing = builds
+    failing["avx512vnni"] = BuildBusy("another process was still building them")
+    assert kernels.ops() is None and tried == ["avx512vnni"]
