@@ -136,3 +136,16 @@ def test_formats_without_an_int8_kernel_are_refused(ops):
         ops.gguf_decode_q8_linear(torch.randn(1, 64), ggml_quantizer.quantize(torch.randn(2, 64), 1), 1, None)
     with pytest.raises(RuntimeError, match="bytes a row"):
         ops.gguf_decode_q8_linear(torch.randn(1, 512), ggml_quantizer.quantize(torch.randn(2, 256), 12), 12, None)
+
+
+@pytest.mark.skipif(not {"avx2", "avxvnni"} <= set(kernels.runnable()), reason="this CPU has no AVX-VNNI")
+@pytest.mark.parametrize("M", [1, 9])
+def test_avx_vnni_gives_avx2s_outputs_bitwise(tensor, M):
+    """The same integer sums in one instruction (vpdpbusd, vpdpwssd) instead of two or three, the same float steps
+    after them: the same bits, on every format and row tile."""
+    type_id, K, blocks, _ = tensor
+    x = torch.randn(M, K, generator=torch.Generator().manual_seed(type_id))
+    with forced_isa("avx2") as avx2, forced_isa("avxvnni") as vnni:
+        assert vnni is not avx2
+        assert torch.equal(vnni.gguf_decode_q8_linear(x, blocks, type_id, None),
+                           avx2.gguf_decode_q8_linear(x, blocks, type_id, None))
