@@ -348,7 +348,7 @@ def table(args, target: Target) -> None:
                 print(f"{header(args, target, loads, r)}\n{head}\n{'-' * len(head)}")
                 first = False
             toks = n * T
-            mib = r.get("fast", r.get("fp32", {})).get("peak_mib", float("nan"))
+            mib = next((r[m]["peak_mib"] for m in ("fast", "fast-int8", "fp32") if m in r), float("nan"))
             print(f"{P:>6} {n:>3} | " + " | ".join(f"{r[m]['wall']:11.2f} {toks / r[m]['wall']:6.1f}" for m in methods)
                   + f" | {mib:5.0f} | {speedup(r, 'fast', 'llama'):>10} {speedup(r, 'fast-int8', 'llama'):>10} "
                   f"{speedup(r, 'int8', 'llama'):>10} "
