@@ -105,16 +105,14 @@ def _first_built(which: str):
     sets = runnable()
     lower = [] if forced or which not in sets else sets[:sets.index(which)][::-1]
     for at, each in enumerate([which, *lower]):
-        then = f"trying {lower[at]}" if at < len(lower) else "using ATen ops, which are slower"
         try:
             return build(each)
-        except BuildBusy as e:
-            log.warning("nsample's C++ kernels are not available for %s (%s); using ATen ops, which are slower", each,
-                        e)
-            return None
         except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a read-only home: the ATen ops still work
+            last = at == len(lower) or isinstance(e, BuildBusy)
+            then = "using ATen ops, which are slower" if last else f"trying {lower[at]}"
             log.warning("nsample's C++ kernels are not available for %s (%s); %s", each, e, then)
-    return None
+            if last:
+                return None
 
 
 def build(which: str):
