@@ -199,7 +199,8 @@ def test_sort_by_logprob_branch_and_go_back(page):
     expect(page.locator("#ns-cards .ns-mark", has_text="best of n")).to_have_count(1)
     pills = {i: page.locator(f"#ns-cards .ns-card[data-index='{i}'] .ns-logprob").inner_text() for i in range(3)}
     means = {i: float(re.search(r"logprob (-?[0-9.]+)", pill).group(1)) for i, pill in pills.items()}
-    assert card_order(page) == sorted(means, key=lambda i: -means[i]), means
+    order = card_order(page)
+    assert sorted(order) == [0, 1, 2] and [means[i] for i in order] == sorted(means.values(), reverse=True), means
     # shading tints tokens by probability; the compare view marks where two choices differ
     token_background = "getComputedStyle(document.querySelector('#ns-cards .ns-tok[style]')).backgroundColor"
     assert page.evaluate(token_background) == "rgba(0, 0, 0, 0)"
