@@ -95,7 +95,8 @@ def main():
                                [k * 1000 + i for i in range(args.n)], args.new_tokens, engine.name))
         steps, t0 = 0, time.perf_counter()
         while runner.busy:
-            runner.step()
+            for _ in runner.step():  # the updates of one step
+                pass
             steps += 1
         return steps, time.perf_counter() - t0
 

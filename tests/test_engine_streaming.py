@@ -101,6 +101,28 @@ def _wait_idle(engine, timeout=10.0):
         time.sleep(0.01)
 
 
+def test_each_token_is_published_before_the_forward_that_follows_it(tiny_engine, monkeypatch):
+    """A stream sees the token a step sampled before that step's decode forward runs, not a forward later; and
+    a request whose rows all ended at a step is finished before that step's forward."""
+    seen, short = [], []  # per decode forward: each request's published events, and whether `short` is done
+
+    def recording(batch):
+        seen.append(({st.req: st.req.published for st in batch}, short[0].done.is_set() if short else None))
+        decode(batch)
+
+    decode = tiny_engine.runner._decode
+    monkeypatch.setattr(tiny_engine.runner, "_decode", recording)
+    long_ = tiny_engine.submit("Publish me", n=2, seed=1, max_tokens=6, ignore_eos=True)
+    while not long_.started:
+        time.sleep(0.001)
+    short.append(tiny_engine.submit("And me", n=3, seed=2, max_tokens=2, ignore_eos=True))
+    long_.result(), short[0].result()
+    assert [pub[long_] for pub, _ in seen if long_ in pub] == [2, 4, 6, 8, 10]  # k tokens of 2 rows out
+    with_short = [k for k, (pub, _) in enumerate(seen) if short[0] in pub]
+    assert [seen[k][0][short[0]] for k in with_short] == [3]  # its first token out; its second ends it
+    assert seen[with_short[0] + 1][1] is True  # ended before the next forward ran
+
+
 def test_abandoning_a_stream_frees_its_rows_at_the_next_step(tiny_engine):
     steps = []
     handle = tiny_engine.model.model.register_forward_hook(lambda *a: steps.append(time.monotonic()))

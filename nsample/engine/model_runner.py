@@ -4,13 +4,14 @@ One step: (1) cancelled requests leave; (2) up to `prefill_chunk` prompt tokens 
 with the least prompt left first (a short prompt arriving during a long prefill gets its first token at the
 next step), so a long prompt never stalls the running streams for more than a chunk; the chunks of several
 requests run packed into one forward; (3) every request
-with logits samples a token column and publishes it; (4) one decode forward runs the live rows of all
+with logits samples a token column, which is published then, before the next forward; (4) one decode forward runs the live rows of all
 shared-prefix requests together, ordered by cohort (the requests whose decoding started at the same step
 share their generated tokens' KV buffers, `nsample/engine/cohort.py`): the model's own forward, or for a quantized
 Llama-style model on a CPU where nsample's kernels run the C++ one (`nsample/cpu/fused_decode.py`); forked-cache
 requests, for architectures without the shared layout, each run a forward of their own.
 """
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -52,7 +53,10 @@ class ModelRunner:
                                         self.config.decode_width, self.grammars)
 
     @torch.inference_mode()
-    def step(self) -> list[Update]:
+    def step(self) -> Iterator[Update]:
+        """One step, as updates: the sampled tokens' news comes before the decode forward runs, so a stream (and
+        a caller waiting for a first token to send its next request) sees each token a forward sooner; then the
+        requests the decode forward failed."""
         updates = {req: Update(req) for req in self.states}
         for st in list(self.states.values()):  # 1) cancelled requests leave the batch
             if st.req.cancelled:
@@ -71,15 +75,22 @@ class ModelRunner:
         decoding = [s for s in self.states.values() if s.rows and s.logits is not None]
         for st in decoding:  # 3) sample a token column for every request with logits
             self._guard(updates, [st], lambda: updates[st.req].events.extend(st.sample(self.token_bytes)))
+        for st in decoding:
+            st.req.timings.decode_s += time.perf_counter() - t0
+        yield from self._news(updates)  # the tokens, and the requests with no live row left
         live = [s for s in decoding if s.rows]
+        updates, t0 = {st.req: Update(st.req) for st in live}, time.perf_counter()
         with gguf_linear.decoding():  # decode forwards: a GGUF's blocks on the decode kernels
             if self.shared and live:  # 4) one decode forward for the live rows of all requests
                 self._guard(updates, live, lambda: self._decode(live))
             for st in live if not self.shared else []:  # forked caches: a forward per request
                 self._guard(updates, [st], lambda: st.take_logits(st.kv.decode(st.column, st.generated)))
-        spent = time.perf_counter() - t0
-        for st in decoding:
-            st.req.timings.decode_s += spent
+        for st in live:
+            st.req.timings.decode_s += time.perf_counter() - t0
+        yield from self._news(updates)  # the requests whose decode failed
+
+    def _news(self, updates: dict[Request, Update]) -> list[Update]:
+        """The updates with events or an end; the requests that ended (no live row left) leave."""
         for st in [s for s in self.states.values() if not s.rows]:
             updates[st.req].done = True
             del self.states[st.req]
