@@ -1,6 +1,7 @@
 """Continuous batching on the tiny model: one decode forward per step across requests, fair admission, shared memory."""
 import contextlib
 import threading
+import time
 
 import httpx
 import pytest
@@ -9,7 +10,7 @@ from forward_recorder import decode_cohorts, forward_shapes, prefill_packs
 from live_server import live_server
 
 from nsample import EngineConfig
-from nsample.engine import Engine
+from nsample.engine import Engine, request_state
 from nsample.models.tiny_model import tiny_model
 from nsample.server import create_app
 
@@ -56,6 +57,33 @@ def test_one_decode_forward_per_step_for_four_concurrent_requests(fresh, quantiz
     for (prompt, n), r in zip(asks, results):
         alone = engine.generate(prompt, n=n, seed=7, max_tokens=12, ignore_eos=True)
         assert [c.token_ids for c in r.choices] == [c.token_ids for c in alone.choices]
+
+
+def test_requests_that_sample_alike_draw_in_one_call_each_as_it_would_alone(fresh, monkeypatch):
+    engine = fresh()
+    asks = [("Alike one", dict(n=1, seed=1)), ("Alike two", dict(n=3, seed=2)),
+            ("Own top-k", dict(n=2, seed=3, top_k=5)), ("Own penalty", dict(n=1, seed=4, presence_penalty=0.5)),
+            ("Alike three", dict(n=1, seed=5)), ("Alike, but later", dict(n=1, seed=6))]
+    calls, draw = [], request_state.sampler.sample_rows
+
+    def counted(logits, *args, **kwargs):
+        calls.append(len(logits))
+        return draw(logits, *args, **kwargs)
+
+    def submit(prompt, kw):
+        return engine.submit(prompt, **kw, temperature=0.9, max_tokens=6, ignore_eos=True)
+
+    monkeypatch.setattr(request_state.sampler, "sample_rows", counted)
+    with held(engine):
+        reqs = [submit(*ask) for ask in asks[:5]]
+    while not reqs[0].started:
+        time.sleep(0.001)
+    reqs.append(submit(*asks[5]))  # drawn with the alike ones at another position in its output
+    results = [r.result(timeout=120) for r in reqs]
+    assert calls[:3] == [1 + 3 + 1, 2, 1]  # the alike rows in one call; top-k and the penalty each their own
+    assert 1 + 3 + 1 + 1 in calls
+    for (prompt, kw), r in zip(asks, results):
+        assert [c.token_ids for c in r.choices] == [c.token_ids for c in submit(prompt, kw).result().choices]
 
 
 @pytest.mark.parametrize("quantize", DECODERS)

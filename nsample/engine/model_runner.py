@@ -3,9 +3,9 @@
 One step: (1) cancelled requests leave; (2) up to `prefill_chunk` prompt tokens are prefilled, the request
 with the least prompt left first (a short prompt arriving during a long prefill gets its first token at the
 next step), so a long prompt never stalls the running streams for more than a chunk; the chunks of several
-requests run packed into one forward; (3) every request
-with logits samples a token column, which is published then, before the next forward; (4) one decode forward runs the live rows of all
-shared-prefix requests together, ordered by cohort (the requests whose decoding started at the same step
+requests run packed into one forward; (3) every request with logits draws a token column (requests that
+sample alike in one call), published then, before the next forward; (4) one decode forward runs the live rows
+of all shared-prefix requests together, ordered by cohort (the requests whose decoding started at the same step
 share their generated tokens' KV buffers, `nsample/engine/cohort.py`): the model's own forward, or for a quantized
 Llama-style model on a CPU where nsample's kernels run the C++ one (`nsample/cpu/fused_decode.py`); forked-cache
 requests, for architectures without the shared layout, each run a forward of their own.
@@ -20,7 +20,7 @@ from nsample.config import EngineConfig
 from nsample.cpu import fused_decode, gguf_linear
 from nsample.engine.cohort import Cohort
 from nsample.engine.prefix_attention import Chunk, Group, Segment
-from nsample.engine.request_state import RequestState
+from nsample.engine.request_state import RequestState, draw_together
 from nsample.outputs import StreamEvent
 from nsample.request import Request
 
@@ -73,8 +73,7 @@ class ModelRunner:
             self._guard(updates, [st], lambda: st.prefill(len(chunk), self.token_bytes))
         t0 = time.perf_counter()
         decoding = [s for s in self.states.values() if s.rows and s.logits is not None]
-        for st in decoding:  # 3) sample a token column for every request with logits
-            self._guard(updates, [st], lambda: updates[st.req].events.extend(st.sample(self.token_bytes)))
+        self._sample(updates, decoding)  # 3) a token column for every request with logits
         for st in decoding:
             st.req.timings.decode_s += time.perf_counter() - t0
         yield from self._news(updates)  # the tokens, and the requests with no live row left
@@ -95,6 +94,17 @@ class ModelRunner:
             updates[st.req].done = True
             del self.states[st.req]
         return [u for u in updates.values() if u.events or u.done]
+
+    def _sample(self, updates: dict[Request, Update], decoding: list[RequestState]) -> None:
+        """Each request draws its token column; those that draw alike (one draw_key) draw in one call, which for
+        many small requests costs one call's overhead instead of one each."""
+        alike: dict[object, list[RequestState]] = {}
+        for st in decoding:
+            alike.setdefault(st.draw_key or st, []).append(st)  # no key: a draw of its own
+        for states in alike.values():
+            columns = self._guard(updates, states, lambda: draw_together(states)) if len(states) > 1 else [None]
+            for st, tokens in zip(states, columns or []):  # none: the draw failed, and so did its requests
+                self._guard(updates, [st], lambda: updates[st.req].events.extend(st.sample(self.token_bytes, tokens)))
 
     def _prefill(self, chunks: list[tuple[RequestState, list[int]]]) -> None:
         """Forward the prompt chunks of several requests packed into one sequence (1, T); each chunk attends to

@@ -86,17 +86,34 @@ class RequestState:
             alts = ([], []) if top is None else (top.indices[j].tolist(), top.values[j].tolist())
             self.prompt_lps.append(logprob_entry(tok, lp, *alts, token_bytes, rank=rank))
 
-    def sample(self, token_bytes) -> list[StreamEvent]:
-        """Sample one token per live row, hand it over, drop finished rows; set the next column."""
+    @property
+    def draw_key(self) -> tuple | None:
+        """What its rows' draw depends on besides their logits, seeds and positions, where that is its sampling
+        parameters only (requests with equal keys may draw in one call, `draw_together`); None where it has
+        tensors of its own (penalty counts, logit bias, a grammar) or draws nothing."""
+        p = self.req.params
+        if self.counts is not None or self.bias is not None or self.grammar is not None or self.req.max_new == 0:
+            return None
+        return p.temperature, p.top_k, p.top_p, p.min_p
+
+    @property
+    def positions(self) -> torch.Tensor:
+        """(R,) the index in each live row's output of the token drawn now."""
+        return torch.full((len(self.rows),), self.generated, device=self.device)
+
+    def sample(self, token_bytes, tokens: torch.Tensor | None = None) -> list[StreamEvent]:
+        """Sample one token per live row (or take `tokens` (R,), drawn with other requests' rows), hand it over,
+        drop finished rows; set the next column."""
         p, R = self.req.params, len(self.rows)
         if self.req.max_new == 0:  # only the prompt scored (echo with max_tokens 0): every choice ends tokenless
             events = [StreamEvent(index=i, finish_reason="length", seed=s) for row in self.rows
                       for i, s in zip(row.indices, row.seeds)]
             self.rows = []
             return events
-        positions = torch.full((R,), self.generated, device=self.device)  # the index of the token drawn now
-        allowed = self.grammar.allowed(self.device) if self.grammar is not None else None  # (R, V)
-        tokens = sampler.sample_rows(self.logits, p, self.seeds, positions, self.counts, self.bias, allowed)  # (R,)
+        if tokens is None:
+            allowed = self.grammar.allowed(self.device) if self.grammar is not None else None  # (R, V)
+            tokens = sampler.sample_rows(self.logits, p, self.seeds, self.positions, self.counts, self.bias,
+                                         allowed)  # (R,)
         lps = _logprobs(self.logits, tokens, p.top_logprobs, token_bytes) if p.logprobs else [None] * R
         complete = self.grammar.accept(tokens.tolist()) if self.grammar is not None else [False] * R
         events = [ev for row, tok, lp, done in zip(self.rows, tokens.tolist(), lps, complete)
@@ -128,6 +145,15 @@ class RequestState:
         for row in self.rows:
             row.cancel()
         self.rows = []
+
+
+def draw_together(states: list[RequestState]) -> list[torch.Tensor]:
+    """The token columns of requests with one draw_key, drawn in one call on their rows stacked: each row's token
+    is a function of its own logits, seed and position (sampler.py), so each column is the one it draws alone."""
+    logits = torch.cat([st.logits for st in states])  # (ΣR, V)
+    seeds, positions = torch.cat([st.seeds for st in states]), torch.cat([st.positions for st in states])  # (ΣR,)
+    tokens = sampler.sample_rows(logits, states[0].req.params, seeds, positions)  # (ΣR,)
+    return list(tokens.split([len(st.rows) for st in states]))
 
 
 def _penalized(p) -> bool:
