@@ -5,7 +5,7 @@ projections (q/k/v, o, gate/up, down), the LM head, the attention core (rotary e
 sampling, and the rest (prefill, per-row bookkeeping, Python). Where decode steps run in the C++ kernels
 (nsample/cpu/fused_decode.py, quantize gguf), the parts are those kernels' calls instead. The hooks cost a little.
 Usage: python scripts/profile_step.py [--model PATH] [--quantize auto|none] [--decode-activations float32|int8]
-                                     [--requests 1] [--n 8] [--prompt 16] [--new-tokens 64]
+                                     [--requests 1] [--n 8] [--prompt 16] [--new-tokens 64] [--stagger]
 """
 import argparse
 import collections
@@ -75,6 +75,7 @@ def main():
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--prompt", type=int, default=16)
     ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--stagger", action="store_true", help="the requests join one a step (each a cohort of its own)")
     args = ap.parse_args()
     engine = nsample.load(args.model, quantize=args.quantize, decode_activations=args.decode_activations)
     engine.close()  # the runner is stepped here instead
@@ -89,12 +90,16 @@ def main():
     request_state.sampler.sample_rows = timed(spent, "sampling", request_state.sampler.sample_rows)
 
     def run() -> tuple[int, float]:
+        waiting = []
         for k in range(args.requests):
             p = SamplingParams(n=args.n, seed=k, max_tokens=args.new_tokens, ignore_eos=True)
-            runner.add(Request(prompt_of(engine.tokenizer, args.prompt, offset=k), p,
-                               [k * 1000 + i for i in range(args.n)], args.new_tokens, engine.name))
+            waiting.append(Request(prompt_of(engine.tokenizer, args.prompt, offset=k), p,
+                                   [k * 1000 + i for i in range(args.n)], args.new_tokens, engine.name))
         steps, t0 = 0, time.perf_counter()
-        while runner.busy:
+        while waiting or runner.busy:
+            for req in waiting[:1] if args.stagger else waiting:  # staggered: one joins each step
+                runner.add(req)
+            waiting = waiting[1:] if args.stagger else []
             for _ in runner.step():  # the updates of one step
                 pass
             steps += 1
@@ -106,7 +111,8 @@ def main():
     fused = " (fused decode)" if runner.fused else ""
     print(f"{engine.name}, quantize {engine.quantize}{fused}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; "
-          f"{args.requests} request(s) of n={args.n}, prompt {args.prompt}, {args.new_tokens} tokens: "
+          f"{args.requests} request(s) of n={args.n}{', staggered' * args.stagger}, prompt {args.prompt}, "
+          f"{args.new_tokens} tokens: "
           f"{wall / steps * 1e3:.1f} ms per step, {args.requests * args.n * args.new_tokens / wall:.0f} tokens/s")
     rest = wall - sum(spent.values())
     for part, seconds in sorted({**spent, "rest (prefill, rows, Python)": rest}.items(), key=lambda x: -x[1]):

@@ -1,5 +1,6 @@
 """The engine: one model, one worker thread. Callers submit requests; each step the worker asks the scheduler
-what to admit, lets the runner prefill, sample and run one batched decode forward, and publishes the news."""
+what to admit, lets the runner prefill, sample and run one batched decode forward, and publishes the news (the
+sampled tokens before the forward)."""
 import os
 import threading
 import time
