@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 
 from nsample.config import EngineConfig
+from nsample.cpu.instruction_sets import ISA_FLAGS
 from nsample.options import add_options, option, values
 from nsample.remote.config import RemoteConfig
 from nsample.server.config import ServerConfig
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                                          allow_abbrev=False)
     kernels_parser.add_argument("--isa", default="auto",
                                 help="auto (this CPU's best, or NSAMPLE_ISA), all (every one this CPU runs), or an "
-                                     "instruction set: avx2, avxvnni, avx512, avx512vnni, neon (default: %(default)s)")
+                                     f"instruction set: {', '.join(ISA_FLAGS)} (default: %(default)s)")
     return parser
 
 
@@ -95,8 +96,8 @@ def build_kernels(which: str) -> int:
 
     from nsample.cpu import kernels
 
-    if which not in ("auto", "all", *kernels.ISA_FLAGS):
-        _say(f"--isa must be auto, all or one of {', '.join(kernels.ISA_FLAGS)}; got {which!r}")
+    if which not in ("auto", "all", *ISA_FLAGS):
+        _say(f"--isa must be auto, all or one of {', '.join(ISA_FLAGS)}; got {which!r}")
         return 2
     try:
         asked = kernels.runnable() if which == "all" else [kernels.isa() if which == "auto" else which]

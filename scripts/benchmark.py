@@ -23,7 +23,7 @@ the same file. Above each model's table it prints, once:
     context creation (its first row's process; its library import is not counted either);
   - each engine's RSS (VmRSS, and peak VmHWM) after load and at the end of its run, from its first row's process
     (nsample: the first of fast, int8, fp32, nrs that runs);
-  - the instruction set of nsample's kernels (nsample.cpu.kernels.isa(); --isa forces one) and of each llama.cpp
+  - the instruction set of nsample's kernels (nsample.cpu.kernels.built_isa(); --isa forces one) and of each llama.cpp
     column (the "= 1" flags of llama_print_system_info());
   - the decode path of every layer kind and the weight bytes read per decode step: nsample's, as
     nsample.cpu.weights_report.describe() gives them ("-" without it), and the GGUF's own tensor types and bytes.
@@ -113,8 +113,11 @@ def weights(engine) -> dict:
         describe = None
     report = describe(engine.model) if describe else None
     isa = getattr(kernels, "isa", lambda: None)()
+    built = getattr(kernels, "built_isa", lambda: isa)()  # an older checkout builds no other set than isa()
     if isa is not None and kernels.ops() is None:
         isa += " (kernels not built)"
+    elif built != isa:
+        isa = f"{built} (built in place of {isa}, which did not compile)"
     elif isa is not None and report is not None and report.get("isa") is None:
         isa += " (this model decodes without them)"
     return {"kernels_isa": isa, "report": report}
@@ -356,6 +359,8 @@ def table(args, target: Target) -> None:
 
 
 def main():
+    from nsample.cpu.instruction_sets import ISA_FLAGS  # torch-free; here, as this module imports no nsample
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="default: the embedded SmolLM2-135M-Instruct")
     ap.add_argument("--gguf", type=Path, nargs="+", action="extend", default=[], metavar="FILE",
@@ -366,7 +371,7 @@ def main():
     ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 8, 16], help="choices per request")
     ap.add_argument("--new-tokens", type=int, default=64, help="new tokens per choice")
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS, help="columns to run")
-    ap.add_argument("--isa", choices=("avx2", "avxvnni", "avx512", "avx512vnni", "neon"), default=None,
+    ap.add_argument("--isa", choices=ISA_FLAGS, default=None,
                     help="force nsample's kernel build (NSAMPLE_ISA) in its processes")
     ap.add_argument("--one", nargs=3, metavar=("METHOD", "PROMPT", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--load-only", action="store_true", help=argparse.SUPPRESS)

@@ -82,7 +82,7 @@ def test_the_report_names_each_layers_format_and_the_bytes_a_decode_step_reads(f
         report = weights_report.describe(engine.model)
     finally:
         engine.close()
-    assert report["isa"] == kernels.isa()
+    assert report["isa"] == kernels.built_isa()
     assert report["paths"]["self_attn.q_proj"] == "Q4_K blocks" and report["paths"]["mlp.down_proj"] == "Q6_K blocks"
     assert report["paths"]["lm_head"] == "Q6_K blocks" and report["paths"]["embed_tokens"] == "Q6_K rows"
     read = sum(int(t.n_bytes) for t in GGUFReader(path).tensors if t.name != "token_embd.weight" and

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from nsample.cpu.build_lock import BuildBusy, build_lock, wait_s
+from nsample.cpu.instruction_sets import ISA_FLAGS
 
 log = logging.getLogger(__name__)
 CSRC = Path(__file__).with_name("csrc")
@@ -36,16 +37,6 @@ SOURCES = [CSRC / f for f in ("bindings.cpp", "int8_rows.cpp", "gguf_linear.cpp"
                               "decode_layer.cpp")]
 COMMON = ["-O3", "-fopenmp",
           "-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
-ISA_FLAGS = {  # at::vec picks its implementation from CPU_CAPABILITY_*; the -m flags let the compiler emit it
-    "avx512": ["-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl",
-               "-mavx512dq", "-mfma", "-mf16c"],
-    "avx512vnni": ["-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl",
-                   "-mavx512dq", "-mavx512vnni", "-mfma", "-mf16c"],  # Intel since Cascade Lake, AMD since Zen 4
-    "avx2": ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c"],
-    "avxvnni": ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c",
-                "-mavxvnni"],  # AVX2 with VNNI's 256-bit dot products: Intel clients since Alder Lake
-    "neon": ["-DCPU_CAPABILITY=DEFAULT"],  # ARM64: at::vec's DEFAULT build is NEON there
-}
 TORCH_CAPABILITY = {"AVX512": "avx512", "AVX2": "avx2"}  # torch.backends.cpu.get_cpu_capability() -> ours
 _lock = threading.Lock()
 _built: dict[str, object] = {}  # ISA -> the extension module, or None where it could not be had
@@ -95,6 +86,13 @@ def ops():
             if which not in _built:
                 _built[which] = None if os.environ.get("NSAMPLE_NO_CPP") or which is None else _first_built(which)
     return _built[which]
+
+
+def built_isa() -> str | None:
+    """The instruction set of the kernels that run here: isa(), or after a fallback (`_first_built`) the set that
+    was built instead; None where none run."""
+    module = ops()
+    return None if module is None else module.__name__.removeprefix("nsample_kernels_")
 
 
 def _first_built(which: str):

@@ -27,7 +27,7 @@ def describe(model: nn.Module) -> dict:
         if key not in seen and not isinstance(m, (nn.Embedding, GGUFEmbedding, Int8Embedding)):
             total += nbytes  # an embedding is read a row a token; a tied head reads its blocks once
         seen.add(key)
-    return {"isa": kernels.isa() if uses_kernels else None,
+    return {"isa": kernels.built_isa() if uses_kernels else None,
             "paths": {k: ", ".join(sorted(v)) for k, v in sorted(paths.items())}, "decode_bytes": total}
 
 
