@@ -160,3 +160,40 @@ def test_with_int8_activations_the_head_prefills_on_them_and_the_other_layers_on
                                                                                     None))
     finally:
         floats.close()
+
+
+@torch.inference_mode()
+def test_a_prefill_decodes_the_heads_first_rows_as_told_and_the_runner_tells_it_each_last_only_request(files):
+    """The head's rows a first token is drawn from run on the decode kernel, as every later token's (one row's cost,
+    not a 32-row GEMM tile's); a prompt's scored rows stay on the GEMM; so each request's are the same in any pack."""
+    engine = nsample.load(str(files["mix"]))
+    try:
+        ops, head = kernels.ops(), engine.model.get_output_embeddings()
+        x = torch.randn(5, head.in_features, generator=torch.Generator().manual_seed(1))
+        with gguf_linear.head_rows_decoded(2):
+            y = head(x)
+            down = engine.model.model.layers[0].mlp.down_proj
+            h = torch.randn(3, down.in_features)
+            assert torch.equal(down(h), ops.gguf_prefill_linear(h, down.blocks, down.type_id, None))  # the head only
+        assert torch.equal(y[:2], ops.gguf_decode_linear(x[:2], head.blocks, head.type_id, None))
+        assert torch.equal(y[2:], ops.gguf_prefill_linear(x[2:], head.blocks, head.type_id, None))
+        told = []
+        real = head.forward
+        head.forward = lambda x: told.append((len(x.reshape(-1, head.in_features)), gguf_linear._phase.head_rows)) \
+            or real(x)
+        kw = dict(max_tokens=4, seed=3, n=2, logprobs=True, top_logprobs=2)
+        alone = engine.generate("A prompt alone", **kw)
+        scored = engine.generate("A prompt scored", **kw, prompt_logprobs=1)
+        with engine.scheduler._cv:  # admitted at once: packed into one prefill forward
+            reqs = [engine.submit("A prompt alone", **kw), engine.submit("A prompt scored", **kw, prompt_logprobs=1),
+                    engine.submit("Another prompt", **kw)]
+        packed = [r.result(timeout=120) for r in reqs]
+        head.forward = real
+    finally:
+        engine.close()
+    pack = len(scored.prompt_token_ids)
+    assert (pack + 2, 2) in told  # one forward: the two last-only rows first, decoded; the scored prompt's after
+    for a, b in [(alone, packed[0]), (scored, packed[1])]:
+        assert [c.token_ids for c in a.choices] == [c.token_ids for c in b.choices]
+        assert [c.logprobs for c in a.choices] == [c.logprobs for c in b.choices]  # to the bit
+    assert scored.prompt_logprobs == packed[1].prompt_logprobs

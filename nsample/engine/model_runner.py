@@ -109,21 +109,27 @@ class ModelRunner:
     def _prefill(self, chunks: list[tuple[RequestState, list[int]]]) -> None:
         """Forward the prompt chunks of several requests packed into one sequence (1, T); each chunk attends to
         its own request's prompt only. A chunk keeps its last position's logits, or all (for prompt logprobs)."""
-        t0, packed, ids, positions, keep = time.perf_counter(), [], [], [], []
+        t0, packed, ids, positions, last, every = time.perf_counter(), [], [], [], [], []
         for st, chunk in chunks:
             packed.append(Chunk(len(ids), len(ids) + len(chunk), st.kv))
-            keep += range(len(ids) if st.all_logits else len(ids) + len(chunk) - 1, len(ids) + len(chunk))
+            if st.all_logits:
+                every += range(len(ids), len(ids) + len(chunk))
+            else:
+                last.append(len(ids) + len(chunk) - 1)
             ids += chunk
             positions += range(st.prefilled, st.prefilled + len(chunk))
-        device = self.model.device
-        logits = self.model(input_ids=torch.tensor([ids], device=device), position_ids=torch.tensor([positions],
-                            device=device), use_cache=False, logits_to_keep=torch.tensor(keep, device=device),
-                            nsample_prefill=packed).logits[0]  # (len(keep), V)
-        spent, first = time.perf_counter() - t0, 0
+        device, keep = self.model.device, last + every  # the one-row requests' rows first: the head decodes them
+        with gguf_linear.head_rows_decoded(len(last)):
+            logits = self.model(input_ids=torch.tensor([ids], device=device), position_ids=torch.tensor(
+                [positions], device=device), use_cache=False, logits_to_keep=torch.tensor(keep, device=device),
+                nsample_prefill=packed).logits[0]  # (len(keep), V)
+        spent, one, many = time.perf_counter() - t0, 0, len(last)
         for st, chunk in chunks:
-            kept = len(chunk) if st.all_logits else 1
-            st.take_prefill(len(chunk), logits[first:first + kept], spent, self.token_bytes)
-            first += kept
+            if st.all_logits:
+                rows, many = logits[many:many + len(chunk)], many + len(chunk)
+            else:
+                rows, one = logits[one:one + 1], one + 1
+            st.take_prefill(len(chunk), rows, spent, self.token_bytes)
 
     def _decode(self, batch: list[RequestState]) -> None:
         """Forward one token per cache row of every request in `batch`, as one batch (B, 1), ordered by cohort."""

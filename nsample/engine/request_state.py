@@ -8,6 +8,7 @@ import time
 
 import torch
 
+from nsample.cpu import gguf_linear
 from nsample.engine import sampler
 from nsample.engine.engine_base import choice_groups
 from nsample.engine.kv_cache import ForkedKV, SharedKV
@@ -58,7 +59,8 @@ class RequestState:
     def prefill(self, budget: int, token_bytes) -> int:
         """Forked caches: prefill up to `budget` more prompt tokens in a forward of its own. Returns tokens run."""
         t0, ids = time.perf_counter(), self.next_chunk(budget)
-        logits = self.kv.prefill(torch.tensor([ids], device=self.device), self.all_logits)  # (C or 1, V)
+        with gguf_linear.head_rows_decoded(0 if self.all_logits else 1):  # as a packed prefill's (model_runner.py)
+            logits = self.kv.prefill(torch.tensor([ids], device=self.device), self.all_logits)  # (C or 1, V)
         self.take_prefill(len(ids), logits, time.perf_counter() - t0, token_bytes)
         return len(ids)
 
