@@ -1,7 +1,7 @@
 """The C++ kernels on a GGUF file's own blocks (nsample/cpu/csrc/gguf_formats.h, gguf_linear.cpp), format by format,
 on weights quantized by llama.cpp itself: the expanded weights are gguf-py's dequantization bitwise, the decode
-and prefill products are x · Wᵀ to float32 accuracy, and a decode row is bitwise the same whatever rows come with
-it. Run for the instruction set the kernels are built for here (NSAMPLE_ISA=avx2 forces AVX2)."""
+and prefill products are x · Wᵀ to float32 accuracy, and a decode or prefill row is bitwise the same whatever rows
+come with it. Run for the instruction set the kernels are built for here (NSAMPLE_ISA=avx2 forces AVX2)."""
 import ggml_quantizer
 import gguf
 import numpy as np
@@ -79,6 +79,19 @@ def test_prefill_is_x_times_w(ops, tensor, M):
     bias = torch.randn(N)
     assert close(ops.gguf_prefill_linear(x, blocks, type_id, None), x, weights)
     assert close(ops.gguf_prefill_linear(x, blocks, type_id, bias), x, weights, bias)
+
+
+@pytest.mark.parametrize("m", [1, 5, 16, 17])
+def test_prefill_rows_are_bitwise_their_own_in_a_short_tile_or_a_whole_one(ops, tensor, m):
+    """A prompt's rows do not depend on the prompts packed with it: a batch's last tile of at most 16 rows is 16
+    wide where MKL computes its rows as in a 32-wide one (checked by the kernel for each shape), else 32."""
+    type_id, K, blocks, _ = tensor
+    for N_, blocks_ in [(N, blocks), (300, ggml_quantizer.quantize(torch.randn(300, K), type_id))]:
+        x = torch.randn(32 + m, K, generator=torch.Generator().manual_seed(m))
+        whole = ops.gguf_prefill_linear(x, blocks_, type_id, None)  # a tile of 32, then m rows
+        assert whole.shape == (32 + m, N_)
+        assert torch.equal(ops.gguf_prefill_linear(x[32:].contiguous(), blocks_, type_id, None), whole[32:])
+        assert torch.equal(ops.gguf_prefill_linear(x[:m].contiguous(), blocks_, type_id, None), whole[:m])
 
 
 def test_a_linear_of_parts_of_several_types_is_their_concatenation(ops):

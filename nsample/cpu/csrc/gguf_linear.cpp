@@ -9,7 +9,10 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "gguf_formats.h"
@@ -244,7 +247,28 @@ at::Tensor gguf_decode_linear(const at::Tensor& x, const at::Tensor& blocks, int
 // packed with it, as in decode. Measured at K = N = 2048, Q4_K, 2 threads, before the row tiles: 2.2-2.4 ms at
 // M = 16 and 14.7-15.7 ms at M = 256, as fast as at::mm on float32 weights (2.4 and 15.8 ms); expanding each tile
 // on both threads and letting at::mm use both took 3.8-5.4 and 16.6-22 ms. Row tiles of 32 cost ~10% at M = 256.
-constexpr int64_t ROWS = 32;
+// A last tile of at most HALF rows is HALF wide, where MKL gives a row of an (n, HALF) product bitwise as of an
+// (n, ROWS) one (`narrow_matches`, checked once per tile shape in the thread that multiplies, as nothing in its
+// interface promises it): a 16-token prompt no longer pays for 32 rows (576x576 Q4_1, 2 threads: 0.29 -> 0.15 ms).
+constexpr int64_t ROWS = 32, HALF = 16;
+
+// Whether a row of an (n, K) weight tile times (K, HALF) activations comes out bitwise as in the (K, ROWS) product:
+// MKL picks its kernel by shape, so it is checked for each shape once, on fixed numbers (not torch's generator).
+bool narrow_matches(int64_t n, int64_t K, const at::TensorOptions& options) {
+  static std::mutex lock;
+  static std::map<std::pair<int64_t, int64_t>, bool> checked;
+  std::lock_guard<std::mutex> guard(lock);
+  auto [it, fresh] = checked.try_emplace({n, K}, false);
+  if (fresh) {  // as the products below are made: at::mm_out into (n, ROWS) and (n, HALF) buffers
+    const auto w = at::sin(at::arange(n * K, options).mul_(0.7071f)).view({n, K});
+    const auto x = at::cos(at::arange(K * ROWS, options).mul_(1.3f)).view({K, ROWS});
+    auto wide = at::empty({n, ROWS}, options), narrow = at::empty({n, HALF}, options);
+    at::mm_out(wide, w, x);
+    at::mm_out(narrow, w, x.narrow(1, 0, HALF).contiguous());
+    it->second = at::equal(wide.narrow(1, 0, HALF), narrow);
+  }
+  return it->second;
+}
 
 at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
                                const c10::optional<at::Tensor>& bias) {
@@ -255,6 +279,8 @@ at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, in
   // Each tile of rows transposed, (tiles, K, ROWS): MKL's product of a weight tile (n, K) with it runs 2-3x as fast
   // as the same product the other way round (activations (ROWS, K) times the tile transposed), one thread each.
   const at::Tensor xt = xp.view({tiles, ROWS, K}).transpose(1, 2).contiguous();
+  const bool half_last = M % ROWS && M % ROWS <= HALF;  // the last tile's rows fit HALF columns
+  const at::Tensor xh = half_last ? xt[tiles - 1].narrow(1, 0, HALF).contiguous() : at::Tensor();  // (K, HALF)
   auto y = at::empty({M, N}, x.options());
   gguf::with_format(type, [&](auto f) {
     using F = decltype(f);
@@ -267,12 +293,15 @@ at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, in
       c10::InferenceMode guard(inference);
       auto tile = at::empty({T, K}, x.options());
       auto out = at::empty({T, ROWS}, x.options());  // one product (n, ROWS), its row stride (ldc) always ROWS
+      auto out_half = at::empty({T, HALF}, x.options());  // or (n, HALF) for a last tile of at most HALF rows
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t n0 = t * T, n = std::min(T, N - n0);
         expand_rows<F>(w, row, K, nullptr, n0, n0 + n, tile.data_ptr<float>());
-        auto product = out.narrow(0, 0, n);
+        const bool half = half_last && narrow_matches(n, K, x.options());
         for (int64_t r = 0; r < tiles; ++r) {
-          at::mm_out(product, tile.narrow(0, 0, n), xt[r]);
+          const bool narrow = half && r == tiles - 1;
+          auto product = (narrow ? out_half : out).narrow(0, 0, n);
+          at::mm_out(product, tile.narrow(0, 0, n), narrow ? xh : xt[r]);
           const int64_t m = std::min(ROWS, M - r * ROWS);
           y.narrow(0, r * ROWS, m).narrow(1, n0, n).copy_(product.narrow(1, 0, m).t());
         }
