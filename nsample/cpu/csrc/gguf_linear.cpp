@@ -249,7 +249,7 @@ at::Tensor gguf_decode_linear(const at::Tensor& x, const at::Tensor& blocks, int
 // on both threads and letting at::mm use both took 3.8-5.4 and 16.6-22 ms. Row tiles of 32 cost ~10% at M = 256.
 // A last tile of at most HALF rows is HALF wide, where MKL gives a row of an (n, HALF) product bitwise as of an
 // (n, ROWS) one (`narrow_matches`, checked once per tile shape in the thread that multiplies, as nothing in its
-// interface promises it): a 16-token prompt no longer pays for 32 rows (576x576 Q4_1, 2 threads: 0.29 -> 0.15 ms).
+// interface promises it): a 16-token prompt no longer pays for 32 rows (5632x2048 Q4_K, 2 threads: 5.9 -> 4.4 ms).
 constexpr int64_t ROWS = 32, HALF = 16;
 
 // Whether a row of an (n, K) weight tile times (K, HALF) activations comes out bitwise as in the (K, ROWS) product:
