@@ -74,8 +74,9 @@ class ModelRunner:
         t0 = time.perf_counter()
         decoding = [s for s in self.states.values() if s.rows and s.logits is not None]
         self._sample(updates, decoding)  # 3) a token column for every request with logits
+        spent = time.perf_counter() - t0
         for st in decoding:
-            st.req.timings.decode_s += time.perf_counter() - t0
+            st.req.timings.decode_s += spent
         yield from self._news(updates)  # the tokens, and the requests with no live row left
         live = [s for s in decoding if s.rows]
         updates, t0 = {st.req: Update(st.req) for st in live}, time.perf_counter()
@@ -84,8 +85,9 @@ class ModelRunner:
                 self._guard(updates, live, lambda: self._decode(live))
             for st in live if not self.shared else []:  # forked caches: a forward per request
                 self._guard(updates, [st], lambda: st.take_logits(st.kv.decode(st.column, st.generated)))
+        spent = time.perf_counter() - t0
         for st in live:
-            st.req.timings.decode_s += time.perf_counter() - t0
+            st.req.timings.decode_s += spent
         yield from self._news(updates)  # the requests whose decode failed
 
     def _news(self, updates: dict[Request, Update]) -> list[Update]:
