@@ -31,7 +31,7 @@ def tensor(request):
     """(type id, K, blocks (N, row bytes) uint8, gguf-py's float32 weights (N, K)). K spans several of the decode
     kernel's slices of K at 16 rows (and at 8, under AVX2)."""
     type_id = request.param[1]
-    K = 768 if type_id in K_QUANTS else 1024
+    K = 1536
     w = torch.randn(N, K, generator=torch.Generator().manual_seed(type_id))
     blocks = ggml_quantizer.quantize(w, type_id)
     weights = gguf.quants.dequantize(blocks.numpy(), gguf.GGMLQuantizationType(type_id))

@@ -44,8 +44,36 @@ inline float half(const uint8_t* p) {  // an fp16 scale, exactly: F16C's scalar 
   std::memcpy(&bits, p, 2);
   return c10::detail::fp16_ieee_to_fp32_value(bits);
 }
+// A block's two adjacent fp16 scales (d and m), each broadcast to a vector, exactly: on x86 one 4-byte broadcast,
+// one vector conversion (vcvtph2ps, as half() uses) and two in-lane permutes, where two half() calls and their
+// broadcasts cost about twice the instructions.
+inline void halves(const uint8_t* p, Vec& a, Vec& b) {
+#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
+  int32_t bits;
+  std::memcpy(&bits, p, 4);
+#if defined(CPU_CAPABILITY_AVX512)
+  const __m512 v = _mm512_cvtph_ps(_mm256_set1_epi32(bits));
+  a = _mm512_permute_ps(v, 0x00);
+  b = _mm512_permute_ps(v, 0x55);
+#else
+  const __m256 v = _mm256_cvtph_ps(_mm_set1_epi32(bits));
+  a = _mm256_permute_ps(v, 0x00);
+  b = _mm256_permute_ps(v, 0x55);
+#endif
+#else
+  a = Vec(half(p));
+  b = Vec(half(p + 2));
+#endif
+}
 inline Ints low(const Ints& u) { return u & Ints(0x0F); }
 inline Ints high(const Ints& u) { return u >> Ints(4); }  // u < 256
+
+// d·q + m as one fused multiply-add, for the formats whose d·q is exact in float32: the significand bits of d times
+// those of q fit in 24 (Q4_1, Q5_1: an fp16 d's 11 and q <= 31's 5; Q4_K, Q5_K: fp16 d times a 6-bit scale, 17, and
+// q's 5). It then rounds once, as gguf-py's d·q (exact) followed by + m (rounded) does: bitwise the same weight.
+// d·q - m likewise (negating m for exact_mul_add made Q4_K's one-row decode 30-50% slower under AVX2).
+inline Vec exact_mul_add(const Vec& d, const Vec& q, const Vec& m) { return at::vec::fmadd(d, q, m); }
+inline Vec exact_mul_sub(const Vec& d, const Vec& q, const Vec& m) { return at::vec::fmsub(d, q, m); }
 
 // Every format: WEIGHTS per block (32 or 256), BYTES per block; chunk(block, j, w) puts the block's weights
 // 32j .. 32j + 31 in w[0 .. V); expand(block, out) writes all WEIGHTS.
@@ -106,8 +134,9 @@ struct Q4_0 : Format<Q4_0> {
 struct Q4_1 : Format<Q4_1> {
   static constexpr int64_t TYPE = 3, WEIGHTS = 32, BYTES = 20;
   static void chunk(const uint8_t* b, int, Vec* w) {
-    const Vec d(half(b)), m(half(b + 2));
-    FOR_VECTORS(v) w[v] = d * to_float(nibbles16(b + 4, S * v)) + m;
+    Vec d, m;
+    halves(b, d, m);
+    FOR_VECTORS(v) w[v] = exact_mul_add(d, to_float(nibbles16(b + 4, S * v)), m);
   }
 };
 // Q5_0 {half d; uint8 qh[4], qs[16]}: d·(q - 16), q's fifth bit from qh.
@@ -123,8 +152,9 @@ struct Q5_0 : Format<Q5_0> {
 struct Q5_1 : Format<Q5_1> {
   static constexpr int64_t TYPE = 7, WEIGHTS = 32, BYTES = 24;
   static void chunk(const uint8_t* b, int, Vec* w) {
-    const Vec d(half(b)), m(half(b + 2));
-    FOR_VECTORS(v) w[v] = d * to_float(nibbles16(b + 8, S * v) | fifth_bits(b + 4, S * v)) + m;
+    Vec d, m;
+    halves(b, d, m);
+    FOR_VECTORS(v) w[v] = exact_mul_add(d, to_float(nibbles16(b + 8, S * v) | fifth_bits(b + 4, S * v)), m);
   }
 };
 // Q8_0 {half d; int8 qs[32]}: q·d.
@@ -160,7 +190,7 @@ struct Q4_K : Format<Q4_K> {
     const uint8_t* qs = b + 16 + 32 * (j / 2);
     FOR_VECTORS(v) {
       const Ints u = u8(qs + S * v);
-      w[v] = ds * to_float(j % 2 ? high(u) : low(u)) - dm;
+      w[v] = exact_mul_sub(ds, to_float(j % 2 ? high(u) : low(u)), dm);
     }
   }
 };
@@ -175,7 +205,7 @@ struct Q5_K : Format<Q5_K> {
     const uint8_t* qs = b + 48 + 32 * (j / 2);
     FOR_VECTORS(v) {
       const Ints u = u8(qs + S * v), h = ((u8(b + 16 + S * v) >> Ints(j)) & Ints(1)) << Ints(4);
-      w[v] = ds * to_float((j % 2 ? high(u) : low(u)) | h) - dm;
+      w[v] = exact_mul_sub(ds, to_float((j % 2 ? high(u) : low(u)) | h), dm);
     }
   }
 };
