@@ -5,6 +5,7 @@ where they cannot be.
 - gguf_formats.h, gguf_linear.cpp: linear layers on a GGUF's own blocks, read as the file holds them (gguf_model.py).
 - linear.cpp: a decode-time linear layer of either kind; decode_layer.cpp: the rest of a Llama-style layer's decode
   step around it (fused_decode.py).
+- race.cpp: the sampler's exponential race (nsample/engine/sampler.py), one pass a row.
 The sources are written once on torch's portable vector layer (`at::vec::Vectorized`, what torch's own CPU kernels
 use) and compiled per instruction set: AVX-512 or AVX2 (with FMA and F16C) on x86-64, each with VNNI's integer dot
 products for the int8-activation kernels where the CPU has them, NEON on ARM64. The set is picked at run time from
@@ -34,7 +35,7 @@ from nsample.cpu.instruction_sets import ISA_FLAGS
 log = logging.getLogger(__name__)
 CSRC = Path(__file__).with_name("csrc")
 SOURCES = [CSRC / f for f in ("bindings.cpp", "int8_rows.cpp", "gguf_linear.cpp", "q8_linear.cpp", "linear.cpp",
-                              "decode_layer.cpp")]
+                              "decode_layer.cpp", "race.cpp")]
 COMMON = ["-O3", "-fopenmp",
           "-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
 TORCH_CAPABILITY = {"AVX512": "avx512", "AVX2": "avx2"}  # torch.backends.cpu.get_cpu_capability() -> ours
@@ -86,6 +87,15 @@ def ops():
             if which not in _built:
                 _built[which] = None if os.environ.get("NSAMPLE_NO_CPP") or which is None else _first_built(which)
     return _built[which]
+
+
+def loaded():
+    """The extension for isa() where this process has it already (loading a quantized model builds it), else None:
+    for callers that may use the kernels but must never start a build, such as the sampler."""
+    try:
+        return _built.get(isa())
+    except ValueError:  # a bad NSAMPLE_ISA: ops() says so where it matters
+        return None
 
 
 def built_isa() -> str | None:

@@ -6,7 +6,8 @@ Gumbel-max vLLM uses). The E are counter-based: a hash of (the row's seed, the t
 the row's output, the token id) - splitmix64 of (seed, position) gives the row's key, murmur3's fmix32
 of key ^ hash(token) gives 24 uniform bits per token - so a row's tokens depend only on its seed, never
 on n, its place in the batch or the other requests, and all rows draw theirs in a few vectorized
-32-bit integer ops (per-row torch.Generator draws took 7-9 ms of a CPU step at n=8-16; these take 1-2).
+32-bit integer ops (per-row torch.Generator draws took 7-9 ms of a CPU step at n=8-16; these take 1-2,
+and nsample's C++ kernels, where loaded, run the race in one pass a row: csrc/race.cpp).
 Inverse-CDF sampling would need one draw instead of V, but its cumulative sum turns last-bit
 differences between a batch of n and a batch of 1 into token flips far more often (seen in the
 seed-contract test); the race flips only when the two best perturbed scores are within rounding.
@@ -14,6 +15,8 @@ seed-contract test); the race flips only when the two best perturbed scores are 
 import functools
 
 import torch
+
+from nsample.cpu import kernels
 
 
 def apply_allowed(logits, allowed):
@@ -100,11 +103,21 @@ def sample(logits, temperature, seeds, positions):
     greedy = temperature <= 0
     if bool(greedy.all()):
         return logits.argmax(-1)
-    probs, tokens = logits.softmax(-1), torch.empty(R, dtype=torch.long, device=logits.device)
-    step = max(1, CHUNK // V)
-    for rows in (slice(i, i + step) for i in range(0, R, step)):  # the race, a few rows at a time
-        tokens[rows] = probs[rows].div_(race_noise(seeds[rows], positions[rows], V)).argmax(-1)
+    tokens = race(logits.softmax(-1), seeds, positions)
     return torch.where(greedy, logits.argmax(-1), tokens) if bool(greedy.any()) else tokens
+
+
+def race(probs, seeds, positions):
+    # probs (R, V); seeds, positions (R,) -> tokens (R,): argmax of probs / race_noise. On a CPU whose C++ kernels
+    # this process has loaded, one pass a row (csrc/race.cpp, the same tokens); else torch ops, a few rows at a time
+    R, V = probs.shape
+    ops = kernels.loaded() if probs.device.type == "cpu" else None
+    if ops is not None:
+        return ops.race_sample(probs.contiguous(), seeds, positions, _token_hashes(V, probs.device))
+    tokens, step = torch.empty(R, dtype=torch.long, device=probs.device), max(1, CHUNK // V)
+    for rows in (slice(i, i + step) for i in range(0, R, step)):
+        tokens[rows] = (probs[rows] / race_noise(seeds[rows], positions[rows], V)).argmax(-1)
+    return tokens
 
 
 def token_logprobs(raw_logits, tokens, top_n: int):

@@ -13,6 +13,8 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
                             const std::vector<at::Tensor>& own_k, const std::vector<at::Tensor>& own_v,
                             const std::vector<int64_t>& segments, const std::vector<at::Tensor>& prefix_k,
                             const std::vector<at::Tensor>& prefix_v);
+at::Tensor race_sample(const at::Tensor& probs, const at::Tensor& seeds, const at::Tensor& positions,
+                       const at::Tensor& token_hash);
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("split_rows", &split_rows, "int8_rows.cpp: activation rows to two int8 levels");
@@ -45,4 +47,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("linear_add", &linear_add, "decode_layer.cpp: a linear layer, added into the residual");
   m.def("norm_swiglu", &norm_swiglu, "decode_layer.cpp: RMSNorm, gate|up, SiLU(gate)·up");
   m.def("decode_attention", &decode_attention, "decode_layer.cpp: rotary, KV append, attention of a decode step");
+  m.def("race_sample", &race_sample, "race.cpp: probs (R, V), seeds, positions (R,), token hashes (V,) -> tokens (R,)");
 }

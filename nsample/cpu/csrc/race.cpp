@@ -1,0 +1,107 @@
+// The exponential race of sampler.py's sample(), one pass a row: each token's Exp(1) draw from its counter-based
+// hash (sampler.race_noise: splitmix64 of the row's seed and position, murmur3's fmix32 of that key ^ the token's
+// hash, 24 bits to u in (0, 1), E = -log u), the token's probability divided by it, and the running argmax, in
+// vector registers. torch's ops write and read the (R, V) noise some twenty times instead (a few ms a step at 8
+// rows of a 49152-token vocabulary).
+// The same tokens as sampler.py's torch ops: the hashes are exact integer arithmetic, u's conversion and scaling
+// exact, the division IEEE, ties go to the first token as in torch.argmax, and a row with a NaN takes its first
+// NaN, as torch.argmax does. The one difference: log is at::vec's (Sleef, within 1 ulp) on every token, where
+// torch's log_ takes std::log for the few elements at the end of each thread's share; a token can differ only
+// where its row's two best scores tie to the last bit.
+// Rows are independent: each is one thread's loop over its own tokens.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace {
+
+using Vec = at::vec::Vectorized<float>;
+using Ints = at::vec::Vectorized<int32_t>;
+constexpr int S = Vec::size();
+
+uint64_t splitmix64(uint64_t z) {  // the finalizer of sampler.race_noise's key, on the row's seed·golden + position
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// murmur3's fmix32 on S lanes: at::vec's >> on int32 is arithmetic, so each shift is masked to a logical one.
+Ints fmix32(Ints h) {
+  h = h ^ ((h >> Ints(16)) & Ints(0xFFFF));
+  h = h * Ints(static_cast<int32_t>(0x85ebca6bu));
+  h = h ^ ((h >> Ints(13)) & Ints(0x7FFFF));
+  h = h * Ints(static_cast<int32_t>(0xc2b2ae35u));
+  return h ^ ((h >> Ints(16)) & Ints(0xFFFF));
+}
+
+// The token a row draws: argmax over t < V of probs[t] / E_t, E_t from (key, token_hash[t]).
+int64_t race_row(const float* probs, const int32_t* token_hash, int64_t V, int32_t key) {
+  const Vec inv24(1.0f / 16777216.0f), half(0.5f);
+  Vec best(-std::numeric_limits<float>::infinity());
+  Ints where(0), nan(0);
+  Ints at = Ints::arange(0, 1);
+  for (int64_t t = 0; t < V; t += S, at = at + Ints(S)) {
+    const int64_t left = std::min<int64_t>(S, V - t);
+    const Ints h = fmix32(Ints::loadu(token_hash + t, left) ^ Ints(key));
+    const Vec u = (at::vec::convert<float>((h >> Ints(8)) & Ints(0xFFFFFF)) + half) * inv24;  // exact, in (0, 1)
+    Vec score = Vec::loadu(probs + t, left) / u.log().neg();
+    if (left < S)  // lanes past the vocabulary never win
+      score = Vec::blendv(Vec(-std::numeric_limits<float>::infinity()), score,
+                          at::vec::cast<float>(at < Ints(V)));
+    const Ints better = at::vec::cast<int32_t>(score > best);  // strictly: a lane keeps its first maximum
+    best = Vec::blendv(best, score, at::vec::cast<float>(better));
+    where = Ints::blendv(where, at, better);
+    nan = nan | at::vec::cast<int32_t>(score != score);
+  }
+  alignas(64) float b[S];
+  alignas(64) int32_t w[S], n[S];
+  best.store(b);
+  where.store(w);
+  nan.store(n);
+  int64_t token = -1, first_nan = -1;
+  for (int i = 0; i < S; ++i) {
+    if (n[i] && first_nan < 0) first_nan = 0;
+    if (token < 0 || b[i] > b[token] || (b[i] == b[token] && w[i] < w[token])) token = i;
+  }
+  if (first_nan >= 0) {  // as torch.argmax: the first NaN (a row whose logits were NaN)
+    for (int64_t t = 0; t < V; ++t)
+      if (std::isnan(probs[t])) return t;
+    return 0;  // the division made it NaN: every probability was 0 and E infinite, which u in (0, 1) rules out
+  }
+  return w[token];
+}
+
+}  // namespace
+
+// probs (R, V) float, after softmax; seeds, positions (R,) int64; token_hash (V,) int32 (sampler._token_hashes)
+// -> tokens (R,) int64: sampler.sample's race for every row.
+at::Tensor race_sample(const at::Tensor& probs, const at::Tensor& seeds, const at::Tensor& positions,
+                       const at::Tensor& token_hash) {
+  TORCH_CHECK(probs.dim() == 2 && probs.scalar_type() == at::kFloat && probs.is_contiguous(),
+              "probs: contiguous float (R, V)");
+  const int64_t R = probs.size(0), V = probs.size(1);
+  TORCH_CHECK(seeds.scalar_type() == at::kLong && positions.scalar_type() == at::kLong && seeds.numel() == R &&
+                  positions.numel() == R,
+              "seeds, positions: int64 (R,)");
+  TORCH_CHECK(token_hash.scalar_type() == at::kInt && token_hash.is_contiguous() && token_hash.numel() == V,
+              "token_hash: contiguous int32 (V,)");
+  const auto s = seeds.contiguous(), p = positions.contiguous();
+  auto tokens = at::empty({R}, seeds.options());
+  const int64_t *sp = s.data_ptr<int64_t>(), *pp = p.data_ptr<int64_t>();
+  int64_t* out = tokens.data_ptr<int64_t>();
+  const float* pr = probs.data_ptr<float>();
+  const int32_t* th = token_hash.data_ptr<int32_t>();
+  at::parallel_for(0, R, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint64_t key = splitmix64(static_cast<uint64_t>(sp[r]) * 0x9e3779b97f4a7c15ULL +
+                                      static_cast<uint64_t>(pp[r]));
+      out[r] = race_row(pr + r * V, th, V, static_cast<int32_t>(static_cast<uint32_t>(key)));
+    }
+  });
+  return tokens;
+}
