@@ -56,7 +56,7 @@ constexpr int columns(int R) { return R >= 4 ? 1 : GROUP / R; }
 // four to a register, in 23 instructions where eight vec_reduce_all calls take 64.
 inline void reduce8(const Vec* a, float* out) {
   __m512 t[4], u[2];
-  for (int i = 0; i < 4; ++i)  // t[i]: a[2i]'s lanes i + (i ^ 8) in 0-7, a[2i + 1]'s in 8-15
+  for (int i = 0; i < 4; ++i)  // t[i]: lane i < 8 holds a[2i]'s lanes i + (i + 8); lane 8 + i, a[2i + 1]'s
     t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
                          _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
   for (int i = 0; i < 2; ++i)  // u[i]: 128-bit lane q holds a[4i + q]'s four sums of the next level
@@ -91,7 +91,8 @@ struct Pass {
 };
 
 // Columns c0 .. c0 + C - 1 of a pass, for R rows. Per output: acc = fma(x, w, acc) over K's vectors in order,
-// then vec_reduce_all: the same for every R, C and slicing, so rows are bitwise independent.
+// then vec_reduce_all's sum of the lanes (reduce8's, the same, for eight rows at once): the same for every R, C and
+// slicing, so rows are bitwise independent.
 template <class F, int R, int C>
 void tile(const Pass& p, int c0) {
   Vec acc[R][C];  // the unrolled loops below keep these in registers

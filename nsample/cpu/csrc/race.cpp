@@ -63,17 +63,18 @@ int64_t race_row(const float* probs, const int32_t* token_hash, int64_t V, int32
   best.store(b);
   where.store(w);
   nan.store(n);
-  int64_t token = -1, first_nan = -1;
-  for (int i = 0; i < S; ++i) {
-    if (n[i] && first_nan < 0) first_nan = 0;
-    if (token < 0 || b[i] > b[token] || (b[i] == b[token] && w[i] < w[token])) token = i;
+  int lane = 0;
+  bool any_nan = false;
+  for (int i = 0; i < S; ++i) {  // the best lane; among equal ones, the first token
+    any_nan = any_nan || n[i];
+    if (b[i] > b[lane] || (b[i] == b[lane] && w[i] < w[lane])) lane = i;
   }
-  if (first_nan >= 0) {  // as torch.argmax: the first NaN (a row whose logits were NaN)
+  if (any_nan) {  // as torch.argmax: the first NaN (a row whose logits were NaN)
     for (int64_t t = 0; t < V; ++t)
       if (std::isnan(probs[t])) return t;
     return 0;  // the division made it NaN: every probability was 0 and E infinite, which u in (0, 1) rules out
   }
-  return w[token];
+  return w[lane];
 }
 
 }  // namespace
