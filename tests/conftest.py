@@ -1,6 +1,7 @@
 import pytest
 
 import nsample
+from nsample.cpu import kernels
 from nsample.engine import Engine
 from nsample.models.tiny_model import tiny_model
 
@@ -20,3 +21,12 @@ def smol_engine() -> Engine:
     engine = nsample.load()
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="session")
+def kernel_ops():
+    """nsample's C++ kernels for this machine's instruction set (built once), or the test is skipped."""
+    ops = kernels.ops()
+    if ops is None:
+        pytest.skip(f"nsample's C++ kernels are not available here (instruction set {kernels.isa()})")
+    return ops

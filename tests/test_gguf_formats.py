@@ -8,22 +8,16 @@ import numpy as np
 import pytest
 import torch
 
-from nsample.cpu import kernels
-
 pytestmark = pytest.mark.skipif(not ggml_quantizer.available(), reason="llama.cpp's quantizer (llama-cpp-python) "
                                 "is not installed")
 TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q4_K": 12, "Q5_K": 13,
          "Q6_K": 14, "BF16": 30}
-K_QUANTS = {12, 13, 14}
 N = 10  # not a multiple of the kernels' groups of 4 columns: the last group is partial
 
 
 @pytest.fixture(scope="module")
-def ops():
-    ops = kernels.ops()
-    if ops is None:
-        pytest.skip(f"nsample's C++ kernels are not available here (instruction set {kernels.isa()})")
-    return ops
+def ops(kernel_ops):
+    return kernel_ops
 
 
 @pytest.fixture(scope="module", params=list(TYPES.items()), ids=list(TYPES))
