@@ -344,7 +344,8 @@ at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, in
       c10::InferenceMode guard(inference);
       auto tile = at::empty({T, K}, x.options());
       auto out = at::empty({T, ROWS}, x.options());  // one product (n, ROWS), its row stride (ldc) always ROWS
-      auto out_half = at::empty({T, HALF}, x.options());  // or (n, HALF) for a last tile of at most HALF rows
+      // or (n, HALF), for a last tile of at most HALF rows: allocated only where there is one
+      auto out_half = half_last ? at::empty({T, HALF}, x.options()) : at::Tensor();
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t n0 = t * T, n = std::min(T, N - n0);
         expand_rows<F>(w, row, K, nullptr, n0, n0 + n, tile.data_ptr<float>());
