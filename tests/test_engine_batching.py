@@ -18,7 +18,7 @@ from nsample.server import create_app
 @contextlib.contextmanager
 def held(engine: Engine):
     """Hold the scheduler while submitting, so the worker admits everything submitted inside at once."""
-    with engine.scheduler._cv:
+    with engine.scheduler.held():
         yield
 
 

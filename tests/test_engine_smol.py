@@ -45,7 +45,7 @@ def test_seed_contract_holds_while_other_requests_share_the_batch(smol_engine):
               ("Once upon a time, in a land far away, there lived", dict(n=1, seed=9, max_tokens=90)),
               ([{"role": "user", "content": "Count to a hundred."}],
                dict(n=2, seed=1, max_tokens=500, ignore_eos=True))]
-    with smol_engine.scheduler._cv:  # admitted together
+    with smol_engine.scheduler.held():  # admitted together
         busy = [smol_engine.submit(p, **kw) for p, kw in others[:2]]
         doomed = smol_engine.submit(*others[2][:1], **others[2][1])
         wide = smol_engine.submit(CHAT, n=8, seed=100, **args)

@@ -179,12 +179,12 @@ def test_a_prefill_decodes_the_heads_first_rows_as_told_and_the_runner_tells_it_
         assert torch.equal(y[2:], ops.gguf_prefill_linear(x[2:], head.blocks, head.type_id, None))
         told = []
         real = head.forward
-        head.forward = lambda x: told.append((len(x.reshape(-1, head.in_features)), gguf_linear._phase.head_rows)) \
+        head.forward = lambda x: told.append((len(x.reshape(-1, head.in_features)), gguf_linear.head_rows())) \
             or real(x)
         kw = dict(max_tokens=4, seed=3, n=2, logprobs=True, top_logprobs=2)
         alone = engine.generate("A prompt alone", **kw)
         scored = engine.generate("A prompt scored", **kw, prompt_logprobs=1)
-        with engine.scheduler._cv:  # admitted at once: packed into one prefill forward
+        with engine.scheduler.held():  # admitted at once: packed into one prefill forward
             reqs = [engine.submit("A prompt alone", **kw), engine.submit("A prompt scored", **kw, prompt_logprobs=1),
                     engine.submit("Another prompt", **kw)]
         packed = [r.result(timeout=120) for r in reqs]

@@ -54,11 +54,16 @@ def in_decode() -> bool:
 def head_rows_decoded(rows: int):
     """Inside: this thread's prefill forwards run the LM head's first `rows` rows on the decode kernel (the runner
     puts there each request's one kept row, where it keeps only its last position's logits), the rest on the GEMM."""
-    before, _phase.head_rows = getattr(_phase, "head_rows", 0), rows
+    before, _phase.head_rows = head_rows(), rows
     try:
         yield
     finally:
         _phase.head_rows = before
+
+
+def head_rows() -> int:
+    """The LM head rows this thread's prefill forwards run on the decode kernel (head_rows_decoded), else 0."""
+    return getattr(_phase, "head_rows", 0)
 
 
 def readable(type_id: int, in_features: int) -> bool:
@@ -86,7 +91,7 @@ class GGUFLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features).float().contiguous()  # (M, K)
-        rows = getattr(_phase, "head_rows", 0) if self.head and not in_decode() else 0  # head_rows_decoded
+        rows = head_rows() if self.head and not in_decode() else 0
         if self.int8_activations and (self.head or in_decode()):
             y = self.ops.gguf_decode_q8_linear(x2, self.blocks, self.type_id, self.bias)  # (M, N)
         elif in_decode() or rows >= len(x2):

@@ -6,6 +6,7 @@ flood of requests from one client cannot push another client's request to the ba
 admitted request reserves its worst-case KV cache (the prompt once plus rows x max_new tokens) against a
 budget shared by all running requests; what does not fit yet waits, in order, until memory is released.
 """
+import contextlib
 import threading
 from collections import OrderedDict, deque
 
@@ -36,6 +37,12 @@ class Scheduler:
             self.need[req] = need_bytes
             self.waiting.setdefault(req.client, deque()).append(req)
             self._cv.notify()
+
+    @contextlib.contextmanager
+    def held(self):
+        """Inside: nothing is admitted, so what this thread submits inside is admitted together, at the next step."""
+        with self._cv:
+            yield
 
     def schedule(self, busy: bool) -> tuple[list[Request], list[Request]] | None:
         """(requests admitted now, waiting requests dropped because they were cancelled); waits while there is
