@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 LLAMA_CPP := llama-cpp-python[server]==0.3.36
 LOAD ?= --clients 32 --duration 60
 
-.PHONY: app test docs bench bench-gguf notebooks screenshot loadtest soak fuzz abuse reliability
+.PHONY: app test docs bench bench-gguf check-arm64 notebooks screenshot loadtest soak fuzz abuse reliability
 
 $(APP_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -50,6 +50,11 @@ bench-gguf: $(TEST_STAMP)
 	$(BIN)/python scripts/benchmark.py --gguf $$($(BIN)/python scripts/make_fixtures.py --embedded --large --paths) $(BENCH_GGUF)
 	$(BIN)/python scripts/benchmark.py --gguf $$($(BIN)/python scripts/make_fixtures.py --types Q4_K_M --paths) \
 	  $$($(BIN)/python scripts/make_fixtures.py --large --types Q4_K_M --paths) --isa avx2 $(BENCH_GGUF)
+
+# The ARM64 (NEON) kernels' tests under qemu-aarch64, kernels cross-compiled here (scripts/arm64_check.py: set-up once
+# into ~/.cache/nsample/arm64, about 1.5 GB; the run about 25 minutes, emulated). Not part of `make test`.
+check-arm64: $(APP_STAMP)
+	$(BIN)/python scripts/arm64_check.py
 
 notebooks: $(TEST_STAMP)
 	$(BIN)/python scripts/run_notebooks.py
