@@ -52,7 +52,7 @@ bench-gguf: $(TEST_STAMP)
 	  $$($(BIN)/python scripts/make_fixtures.py --large --types Q4_K_M --paths) --isa avx2 $(BENCH_GGUF)
 
 # The ARM64 (NEON) kernels' tests under qemu-aarch64, kernels cross-compiled here (scripts/arm64_check.py: set-up once
-# into ~/.cache/nsample/arm64, about 1.5 GB; the run about 25 minutes, emulated). Not part of `make test`.
+# into ~/.cache/nsample/arm64, about 1.5 GB; the run about 1.5 hours, emulated). Not part of `make test`.
 check-arm64: $(APP_STAMP)
 	$(BIN)/python scripts/arm64_check.py
 

@@ -3,7 +3,7 @@
 The kernels' tests (by default tests/test_gguf_formats.py, test_race_kernel.py, test_fused_decode.py and
 test_gguf_model.py) run on an aarch64 Python under user-mode emulation, with the kernels built for `neon` exactly
 as nsample builds them on an ARM64 Linux machine (instruction_sets.ISA_FLAGS, torch's include paths and libraries),
-but by the x86-64 host's cross-compiler, as a compiler under emulation would take an hour. What it checks is what
+but by the x86-64 host's cross-compiler, as a compiler under emulation would be many times slower. What it checks is what
 the tests check (the expanded weights equal gguf-py's bitwise, products within float32 accuracy, rows bitwise
 independent, the fused decode equal to transformers' forward), on ARM64's instruction set; it says nothing about
 speed (emulated), Apple silicon's macOS toolchain, or ARM's memory ordering under threads.
@@ -15,7 +15,8 @@ Set-up, once, into --work (default ~/.cache/nsample/arm64; about 1.5 GB, a few m
     wheels there are CUDA builds that need several GB of NVIDIA libraries to import) and the tests' dependencies;
   - llama.cpp's quantizer (ggml-base, from llama-cpp-python's source on PyPI) cross-compiled, as the tests' fixture
     maker; then nsample's kernels, on every run (a minute or two).
-The emulated run is slow: the format tests take about 9 minutes on 2 cores.
+The emulated run is slow: on 2 cores the format tests took 9 minutes, the GGUF model's 26 (one thread), the fused
+decode's some 55; `python scripts/arm64_check.py -q tests/FILE [-k ...]` runs a part.
 
 Usage: python scripts/arm64_check.py [--work DIR] [pytest arguments, default: the kernels' test files]
 """
