@@ -3,10 +3,10 @@
 The kernels' tests (by default tests/test_gguf_formats.py, test_race_kernel.py, test_fused_decode.py and
 test_gguf_model.py) run on an aarch64 Python under user-mode emulation, with the kernels built for `neon` exactly
 as nsample builds them on an ARM64 Linux machine (instruction_sets.ISA_FLAGS, torch's include paths and libraries),
-but by the x86-64 host's cross-compiler, as a compiler under emulation would be many times slower. What it checks is what
-the tests check (the expanded weights equal gguf-py's bitwise, products within float32 accuracy, rows bitwise
-independent, the fused decode equal to transformers' forward), on ARM64's instruction set; it says nothing about
-speed (emulated), Apple silicon's macOS toolchain, or ARM's memory ordering under threads.
+but by the x86-64 host's cross-compiler, as a compiler under emulation would be many times slower. What it checks
+is what the tests check (the expanded weights equal gguf-py's bitwise, products within float32 accuracy, rows
+bitwise independent, the fused decode equal to transformers' forward), on ARM64's instruction set; it says nothing
+about speed (emulated), Apple silicon's macOS toolchain, or ARM's memory ordering under threads.
 
 Set-up, once, into --work (default ~/.cache/nsample/arm64; about 1.5 GB, a few minutes):
   - Debian packages: qemu-user-static and g++-aarch64-linux-gnu (installed with apt-get where missing), and the
