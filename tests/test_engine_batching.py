@@ -1,5 +1,4 @@
 """Continuous batching on the tiny model: one decode forward per step across requests, fair admission, shared memory."""
-import contextlib
 import threading
 import time
 
@@ -13,13 +12,6 @@ from nsample import EngineConfig
 from nsample.engine import Engine, request_state
 from nsample.models.tiny_model import tiny_model
 from nsample.server import create_app
-
-
-@contextlib.contextmanager
-def held(engine: Engine):
-    """Hold the scheduler while submitting, so the worker admits everything submitted inside at once."""
-    with engine.scheduler.held():
-        yield
 
 
 @pytest.fixture
@@ -46,7 +38,7 @@ def test_one_decode_forward_per_step_for_four_concurrent_requests(fresh, quantiz
     asks = [("First prompt", 3), ("A second, longer prompt than the first", 1), ("The third prompt", 2),
             ("Fourth one", 4)]
     with forward_shapes(engine) as shapes, prefill_packs(engine) as packs:
-        with held(engine):
+        with engine.scheduler.held():
             reqs = [engine.submit(p, n=n, seed=7, max_tokens=12, ignore_eos=True) for p, n in asks]
         results = [r.result(timeout=120) for r in reqs]
     lengths = sorted(len(r.prompt_token_ids) for r in results)
@@ -74,7 +66,7 @@ def test_requests_that_sample_alike_draw_in_one_call_each_as_it_would_alone(fres
         return engine.submit(prompt, **kw, temperature=0.9, max_tokens=6, ignore_eos=True)
 
     monkeypatch.setattr(request_state.sampler, "sample_rows", counted)
-    with held(engine):
+    with engine.scheduler.held():
         reqs = [submit(*ask) for ask in asks[:5]]
     while not reqs[0].started:
         time.sleep(0.001)
@@ -98,7 +90,7 @@ def test_requests_that_start_together_share_a_cohort_and_each_keeps_its_own_toke
         return engine.submit(asks[key][0], **asks[key][1], ignore_eos=True)
 
     with decode_cohorts(engine) as cohorts:
-        with held(engine):
+        with engine.scheduler.held():
             reqs = {key: submit(key) for key in "abc"}
         events = iter(reqs["c"])
         for _ in range(2 * 3):  # three steps of C's rows
@@ -117,7 +109,7 @@ def test_requests_that_start_together_share_a_cohort_and_each_keeps_its_own_toke
 def test_a_cancelled_request_leaves_the_batch_at_the_next_step(fresh):
     engine = fresh()
     with forward_shapes(engine) as shapes:
-        with held(engine):
+        with engine.scheduler.held():
             keep = engine.submit("Keep going", n=3, seed=1, max_tokens=40, ignore_eos=True)
             drop = engine.submit("Drop me", n=2, seed=1, max_tokens=4000, ignore_eos=True)
         events = iter(drop)
@@ -134,7 +126,7 @@ def test_a_cancelled_request_leaves_the_batch_at_the_next_step(fresh):
 
 def test_streams_of_concurrent_requests_interleave(fresh):
     engine = fresh()
-    with held(engine):
+    with engine.scheduler.held():
         a = engine.submit("Stream A", n=2, seed=3, max_tokens=20, ignore_eos=True)
         b = engine.submit("Stream B", n=1, seed=4, max_tokens=20, ignore_eos=True)
     order, lock = [], threading.Lock()
@@ -160,7 +152,7 @@ def test_requests_that_fit_alone_but_not_together_run_one_after_the_other(fresh)
     need = engine._kv_bytes(len(prompt), 4, 400)
     assert need < engine.kv_budget < 2 * need
     with forward_shapes(engine) as shapes, live_server(create_app(engine)) as url:
-        with held(engine):
+        with engine.scheduler.held():
             first = engine.submit(prompt, n=4, seed=1, max_tokens=400, ignore_eos=True)
             second = engine.submit(prompt, n=4, seed=5, max_tokens=400, ignore_eos=True)
         health = httpx.get(f"{url}/health").json()
@@ -174,7 +166,7 @@ def test_requests_that_fit_alone_but_not_together_run_one_after_the_other(fresh)
 
 def test_fair_admission_takes_clients_in_turn(fresh):
     engine = fresh(max_active=1)
-    with held(engine):
+    with engine.scheduler.held():
         flood = [engine.submit("Flood", n=1, seed=i, max_tokens=3, client="bot") for i in range(6)]
         page = engine.submit("Page", n=1, seed=0, max_tokens=3, client="page")
     page.result(timeout=120)
@@ -185,7 +177,7 @@ def test_fair_admission_takes_clients_in_turn(fresh):
 
 def test_one_client_cannot_fill_the_queue(fresh):
     engine = fresh(max_queue=8, max_queue_per_client=3)
-    with held(engine):
+    with engine.scheduler.held():
         mine = [engine.submit("Mine", max_tokens=2, client="bot") for _ in range(3)]
         with pytest.raises(Exception) as e:
             engine.submit("One more", max_tokens=2, client="bot")
@@ -207,7 +199,7 @@ def test_fixed_width_pads_each_request_and_keeps_the_contract_in_a_mixed_batch(f
     engine = fresh(decode_width=4)
     stop = staggered_stop(engine, "Mixed width", n=3, seed=5, max_tokens=30)
     with forward_shapes(engine) as shapes:
-        with held(engine):
+        with engine.scheduler.held():
             wide = engine.submit("Mixed width", n=3, seed=5, max_tokens=30, stop=stop)
             other = engine.submit("Another prompt", n=2, seed=9, max_tokens=30)
         wide, other = wide.result(timeout=120), other.result(timeout=120)
