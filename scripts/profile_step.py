@@ -3,7 +3,8 @@
 The runner is stepped on this thread (no engine worker), with wall-clock hooks around the model's parts: the
 projections (q/k/v, o, gate/up, down), the LM head, the attention core (rotary embedding excluded), the norms,
 sampling, and the rest (prefill, per-row bookkeeping, Python). Where decode steps run in the C++ kernels
-(nsample/cpu/fused_decode.py, quantize gguf), the parts are those kernels' calls instead. The hooks cost a little.
+(nsample/cpu/fused_decode.py, quantize gguf), the parts are those kernels' calls instead, a short prompt's prefill
+(which runs in them too) included. The hooks cost a little.
 Usage: python scripts/profile_step.py [--model PATH] [--quantize auto|none] [--decode-activations float32|int8]
                                      [--requests 1] [--n 8] [--prompt 16] [--new-tokens 64] [--stagger]
 """
@@ -47,7 +48,8 @@ def hook(model, spent: dict) -> None:
 
 
 FUSED = {"norm_linear": "norm + q/k/v", "decode_attention": "rotary + KV append + attention",
-         "linear_add": "o, down + residual", "norm_swiglu": "norm + gate/up + SiLU·mul"}
+         "linear_add": "o, down + residual", "norm_swiglu": "norm + gate/up + SiLU·mul",
+         "prefill_attention": "prefill rotary + KV store + attention"}
 
 
 class TimedOps:

@@ -1,12 +1,15 @@
 """Decode steps in C++ (nsample/cpu/fused_decode.py), on GGUF blocks and int8, on every instruction set this CPU runs:
 the model's own numbers, each row its own."""
 import pytest
+import torch
 from gguf_fixtures import forced_isa, needs_gguf, tiny_gguf_engine
 
 from nsample.config import EngineConfig
 from nsample.cpu import fused_decode, gguf_linear, kernels
 from nsample.cpu.quantize import quantize, resolve_quantize
 from nsample.engine import Engine
+from nsample.engine.kv_cache import SharedKV
+from nsample.engine.prefix_attention import Chunk
 from nsample.models.tiny_model import tiny_model
 
 pytestmark = needs_gguf
@@ -69,6 +72,7 @@ def test_its_logits_are_the_models_own_forward_on_the_same_cache(tiny_engine):
         assert sum(len(g.segments) for g in groups) >= 1 and got.shape == want.shape
         return got
 
+    both.prefill = fused.prefill  # short prompts' prefills as they run
     runner.fused = both
     try:
         first = [tiny_engine.submit("One cohort, first", n=3, seed=1, max_tokens=24, ignore_eos=True),
@@ -120,3 +124,59 @@ def test_rows_padded_to_a_fixed_width_get_the_same_numbers(tiny_engine):
     assert [c.token_ids for c in got.choices] == [c.token_ids for c in want.choices]
     assert [[lp.logprob for lp in c.logprobs] for c in got.choices] == \
         [[lp.logprob for lp in c.logprobs] for c in want.choices]
+
+
+def test_a_short_prompts_prefill_is_the_models_own_forward_and_its_own_alone_packed_or_in_chunks(tiny_engine):
+    """A short prompt prefilled in the kernels (fused_decode.prefill): every position's logits and its keys and
+    values against transformers' forward of the prompt; and the same bits alone, packed after another prompt, or in
+    two chunks."""
+    model, fused = tiny_engine.model, tiny_engine.runner.fused
+    ids, other = tiny_engine.tokenize("A short prompt, in the kernels"), tiny_engine.tokenize("Hi")
+    P, Q, cut = len(ids), len(other), len(ids) // 2
+    assert 4 <= P <= fused_decode.SHORT_PROMPT
+    kvs = [SharedKV(model, P, 1) for _ in range(3)]
+    alone = fused.prefill(torch.tensor(ids), torch.arange(P), [Chunk(0, P, kvs[0], 0)], list(range(P)))  # (P, V)
+    packed = fused.prefill(torch.tensor(other + ids), torch.tensor([*range(Q), *range(P)]),
+                           [Chunk(0, Q, SharedKV(model, Q, 1), 0), Chunk(Q, Q + P, kvs[1], 0)], list(range(Q, Q + P)))
+    head = fused.prefill(torch.tensor(ids[:cut]), torch.arange(cut), [Chunk(0, cut, kvs[2], 0)], list(range(cut)))
+    tail = fused.prefill(torch.tensor(ids[cut:]), torch.arange(cut, P), [Chunk(0, P - cut, kvs[2], cut)],
+                         list(range(P - cut)))
+    assert torch.equal(packed, alone) and torch.equal(torch.cat([head, tail]), alone)
+    for kv in kvs[1:]:
+        assert all(torch.equal(a, b) for layer, other_layer in zip(kvs[0].buffers, kv.buffers)
+                   for a, b in zip(layer, other_layer))
+    reference = SharedKV(model, P, 1)
+    with torch.inference_mode():  # the model's forward, its projections on the GEMM
+        want = model(input_ids=torch.tensor([ids]), position_ids=torch.arange(P)[None], use_cache=False,
+                     nsample_prefill=[Chunk(0, P, reference, 0)]).logits[0]  # (P, V)
+    kv_gap = max(((a - b).abs().max() / b.abs().max()).item() for layer, ref in zip(kvs[0].buffers, reference.buffers)
+                 for a, b in zip(layer, ref))
+    gaps = ((alone - want).abs().amax(1) / want.abs().amax(1)).tolist()
+    bound = 1e-4 if tiny_engine.quantize == "gguf" else 1e-3  # as the decode's (above)
+    assert kv_gap < bound  # the layers' float32 activations, whatever the decode's
+    if tiny_engine.int8_activations:  # the head rounds its input to int8, in both
+        assert sorted(gaps)[len(gaps) // 2] < 0.06 and max(gaps) < 0.2
+    else:
+        assert max(gaps) < bound
+
+
+def test_short_prompts_prefill_in_the_kernels_long_ones_in_the_models_forward_each_as_alone(tiny_engine,
+                                                                                               monkeypatch):
+    """A short and a long prompt arriving together: one prefill each way, and the short one's choices bitwise those
+    it gets alone."""
+    fused, prefilled = tiny_engine.runner.fused, []
+    short, long_ = "A short one", " ".join(["longer"] * (fused_decode.SHORT_PROMPT + 8))
+    args = dict(n=2, seed=5, max_tokens=8, ignore_eos=True, logprobs=True)
+    alone = tiny_engine.generate(short, **args).choices
+
+    def spy(ids, positions, chunks, keep):
+        prefilled.append([c.stop - c.start for c in chunks])
+        return fused_prefill(ids, positions, chunks, keep)
+
+    fused_prefill = fused.prefill
+    monkeypatch.setattr(fused, "prefill", spy)
+    reqs = [tiny_engine.submit(long_, **args), tiny_engine.submit(short, **args)]
+    together = [r.result(timeout=120).choices for r in reqs][1]
+    assert prefilled == [[len(tiny_engine.tokenize(short))]]  # the long prompt went through the model's forward
+    assert [c.token_ids for c in together] == [c.token_ids for c in alone]
+    assert [[lp.logprob for lp in c.logprobs] for c in together] == [[lp.logprob for lp in c.logprobs] for c in alone]

@@ -9,7 +9,7 @@ from gguf_fixtures import TYPES
 from transformers import AutoModelForCausalLM
 
 import nsample
-from nsample.cpu import gguf_linear, kernels, weights_report
+from nsample.cpu import fused_decode, gguf_linear, kernels, weights_report
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
 from nsample.models import gguf_model
 from nsample.models.embedded import cache_dir
@@ -167,7 +167,8 @@ def test_with_int8_activations_the_head_prefills_on_them_and_the_other_layers_on
 @torch.inference_mode()
 def test_a_prefill_decodes_the_heads_first_rows_as_told_and_the_runner_tells_it_each_last_only_request(files):
     """The head's rows a first token is drawn from run on the decode kernel, as every later token's (one row's cost,
-    not a 32-row GEMM tile's); a prompt's scored rows stay on the GEMM; so each request's are the same in any pack."""
+    not a 32-row GEMM tile's); a prompt's scored rows stay on the GEMM; so each request's are the same in any pack.
+    (Prompts longer than the kernels' prefill takes: a short one's head rows all run on the decode kernel.)"""
     engine = nsample.load(str(files["mix"]))
     try:
         ops, head = kernels.ops(), engine.model.get_output_embeddings()
@@ -184,16 +185,19 @@ def test_a_prefill_decodes_the_heads_first_rows_as_told_and_the_runner_tells_it_
         head.forward = lambda x: told.append((len(x.reshape(-1, head.in_features)), gguf_linear.head_rows())) \
             or real(x)
         kw = dict(max_tokens=4, seed=3, n=2, logprobs=True, top_logprobs=2)
-        alone = engine.generate("A prompt alone", **kw)
-        scored = engine.generate("A prompt scored", **kw, prompt_logprobs=1)
+        more = " and so on" * (fused_decode.SHORT_PROMPT // 2)  # too long for the kernels' prefill: the model's
+        alone = engine.generate("A prompt alone" + more, **kw)
+        scored = engine.generate("A prompt scored" + more, **kw, prompt_logprobs=1)
         with engine.scheduler.held():  # admitted at once: packed into one prefill forward
-            reqs = [engine.submit("A prompt alone", **kw), engine.submit("A prompt scored", **kw, prompt_logprobs=1),
-                    engine.submit("Another prompt", **kw)]
+            reqs = [engine.submit("A prompt alone" + more, **kw),
+                    engine.submit("A prompt scored" + more, **kw, prompt_logprobs=1),
+                    engine.submit("Another prompt" + more, **kw)]
         packed = [r.result(timeout=120) for r in reqs]
         head.forward = real
     finally:
         engine.close()
     pack = len(scored.prompt_token_ids)
+    assert fused_decode.SHORT_PROMPT < pack < engine.config.prefill_chunk // 3
     assert (pack + 2, 2) in told  # one forward: the two last-only rows first, decoded; the scored prompt's after
     for a, b in [(alone, packed[0]), (scored, packed[1])]:
         assert [c.token_ids for c in a.choices] == [c.token_ids for c in b.choices]

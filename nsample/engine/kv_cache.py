@@ -4,8 +4,8 @@ Two layouts. SharedKV (plain causal attention, see prefix_attention.py): the pro
 kept once and every row only stores what it generates, in the buffers of its cohort (`nsample/engine/cohort.py`: the
 requests that started decoding at the same step), preallocated and grown by doubling (so a short answer never
 pays for a long max_tokens, and no step copies the whole cache). Its rows join the engine's one batched decode
-forward, and its prompt chunks join the packed prefill forward
-(`extend` stores a chunk's keys and values). ForkedKV (any other architecture): the batch-1 cache is copied
+forward, and its prompt chunks join the packed prefill forward (`extend` stores a chunk's keys and values in
+buffers made for the whole prompt at its first chunk). ForkedKV (any other architecture): the batch-1 cache is copied
 into n rows with reorder_cache, which works for every layer type, and the request is prefilled and decoded
 in forwards of its own. Both prefill in chunks, so a long prompt never stalls the running streams for long.
 """
@@ -18,20 +18,34 @@ from nsample.engine.cohort import FIRST_CHUNK
 
 class SharedKV:
     def __init__(self, model, prompt_len: int, max_new: int):
-        self.max_new = max_new
-        self.prefill_cache: DynamicCache | None = DynamicCache(config=model.config)
-        self.prefix: list[tuple[torch.Tensor, torch.Tensor]] = []  # (1, Hkv, P, D) per layer, once prefilled
+        self.prompt_len, self.max_new = prompt_len, max_new
+        self.layers = model.config.get_text_config(decoder=True).num_hidden_layers
+        self.buffers: list[tuple[torch.Tensor, torch.Tensor]] = []  # (1, Hkv, P, D) per layer, from the first chunk
+        self.prefix: list[tuple[torch.Tensor, torch.Tensor]] = []  # the same, once prefilled
         self.cohort = None  # where the rows' generated keys and values live, from their first decode step on
         self.slots: list[int] = []  # each row's place in the cohort's buffers, in row order (one per row)
 
-    def extend(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store a prompt chunk's keys and values (1, Hkv, C, D); return the prompt's so far (1, Hkv, P0 + C, D)."""
-        return self.prefill_cache.update(key, value, layer)
+    def layer(self, layer: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A layer's keys and values for the whole prompt (1, Hkv, P, D), made at the first chunk like `like`
+        (1, Hkv, *, D); a chunk's are stored at its positions (`extend`, or the C++ prefill's kernel)."""
+        if not self.buffers:
+            size = (1, like.shape[1], self.prompt_len, like.shape[3])
+            self.buffers = [(like.new_empty(size), like.new_empty(size)) for _ in range(self.layers)]
+        return self.buffers[layer]
+
+    def extend(self, layer: int, first: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor,
+                                                                                           torch.Tensor]:
+        """Store a prompt chunk's keys and values (1, Hkv, C, D) from position `first`; return the prompt's so far
+        (1, Hkv, first + C, D)."""
+        keys, values = self.layer(layer, key)
+        stop = first + key.shape[2]
+        keys[:, :, first:stop] = key
+        values[:, :, first:stop] = value
+        return keys[:, :, :stop], values[:, :, :stop]
 
     def fork(self, rows: int) -> None:
         """The prompt is prefilled: keep its KV once, for `rows` rows to decode on top of it."""
-        self.prefix = [(layer.keys, layer.values) for layer in self.prefill_cache.layers]  # (1, Hkv, P, D) each
-        self.prefill_cache, self.slots = None, list(range(rows))  # placed for real when it joins a cohort
+        self.prefix, self.slots = self.buffers, list(range(rows))  # placed for real when it joins a cohort
 
     def keep(self, rows: list[int]) -> None:
         """Keep only these rows, in this order (the cohort drops the others before the next decode step)."""

@@ -3,12 +3,13 @@
 One step: (1) cancelled requests leave; (2) up to `prefill_chunk` prompt tokens are prefilled, the request
 with the least prompt left first (a short prompt arriving during a long prefill gets its first token at the
 next step), so a long prompt never stalls the running streams for more than a chunk; the chunks of several
-requests run packed into one forward; (3) every request with logits draws a token column (requests that
-sample alike in one call), published then, before the next forward; (4) one decode forward runs the live rows
-of all shared-prefix requests together, ordered by cohort (the requests whose decoding started at the same step
-share their generated tokens' KV buffers, `nsample/engine/cohort.py`): the model's own forward, or for a quantized
-Llama-style model on a CPU where nsample's kernels run the C++ one (`nsample/cpu/fused_decode.py`); forked-cache
-requests, for architectures without the shared layout, each run a forward of their own.
+requests run packed into one forward (short prompts' in the C++ kernels, `nsample/cpu/fused_decode.py`); (3) every
+request with logits draws a token column (requests that sample alike in one call), published then, before the next
+forward; (4) one decode forward runs the live rows of all shared-prefix requests together, ordered by cohort (the
+requests whose decoding started at the same step share their generated tokens' KV buffers, `nsample/engine/cohort.py`):
+the model's own forward, or for a quantized Llama-style model on a CPU where nsample's kernels run the C++ one
+(`nsample/cpu/fused_decode.py`); forked-cache requests, for architectures without the shared layout, each run a
+forward of their own.
 """
 import time
 from collections.abc import Iterator
@@ -110,10 +111,20 @@ class ModelRunner:
 
     def _prefill(self, chunks: list[tuple[RequestState, list[int]]]) -> None:
         """Forward the prompt chunks of several requests packed into one sequence (1, T); each chunk attends to
-        its own request's prompt only. A chunk keeps its last position's logits, or all (for prompt logprobs)."""
+        its own request's prompt only. A chunk keeps its last position's logits, or all (for prompt logprobs).
+        Short prompts' chunks run in the C++ kernels where the decode does (fused_decode.py), their projections on
+        the decode kernels; the rest in the model's forward, on the GEMM. Which is the prompt's length's choice,
+        never its neighbours'."""
+        short = [self.fused is not None and len(st.req.prompt_ids) <= fused_decode.SHORT_PROMPT for st, _ in chunks]
+        for fused in (True, False):
+            part = [c for c, s in zip(chunks, short) if s == fused]
+            if part:
+                self._prefill_packed(part, fused)
+
+    def _prefill_packed(self, chunks: list[tuple[RequestState, list[int]]], fused: bool) -> None:
         t0, packed, ids, positions, last, every = time.perf_counter(), [], [], [], [], []
         for st, chunk in chunks:
-            packed.append(Chunk(len(ids), len(ids) + len(chunk), st.kv))
+            packed.append(Chunk(len(ids), len(ids) + len(chunk), st.kv, st.prefilled))
             if st.all_logits:
                 every += range(len(ids), len(ids) + len(chunk))
             else:
@@ -121,10 +132,14 @@ class ModelRunner:
             ids += chunk
             positions += range(st.prefilled, st.prefilled + len(chunk))
         device, keep = self.model.device, last + every  # the one-row requests' rows first: the head decodes them
-        with gguf_linear.head_rows_decoded(len(last)):
-            logits = self.model(input_ids=torch.tensor([ids], device=device), position_ids=torch.tensor(
-                [positions], device=device), use_cache=False, logits_to_keep=torch.tensor(keep, device=device),
-                nsample_prefill=packed).logits[0]  # (len(keep), V)
+        ids, positions = torch.tensor(ids, device=device), torch.tensor(positions, device=device)  # (T,)
+        if fused:
+            logits = self.fused.prefill(ids, positions, packed, keep)  # (len(keep), V)
+        else:
+            with gguf_linear.head_rows_decoded(len(last)):
+                logits = self.model(input_ids=ids[None], position_ids=positions[None], use_cache=False,
+                                    logits_to_keep=torch.tensor(keep, device=device),
+                                    nsample_prefill=packed).logits[0]  # (len(keep), V)
         spent, one, many = time.perf_counter() - t0, 0, len(last)
         for st, chunk in chunks:
             if st.all_logits:

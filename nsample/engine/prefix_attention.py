@@ -47,6 +47,7 @@ class Chunk:
     start: int  # a chunk of the request's prompt in the packed prefill sequence: [start, stop)
     stop: int
     kv: SharedKV  # the request's prompt KV so far
+    first: int  # the chunk's first position in its prompt
 
 
 def shared_prefix_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
@@ -75,7 +76,7 @@ def packed_prefill_attention(module, query, key, value, scaling, chunks: list[Ch
     out = torch.empty_like(query)  # (1, H, T, D)
     for c in chunks:
         span = slice(c.start, c.stop)
-        k, v = c.kv.extend(module.layer_idx, key[:, :, span], value[:, :, span])  # (1, Hkv, P0 + C, D)
+        k, v = c.kv.extend(module.layer_idx, c.first, key[:, :, span], value[:, :, span])  # (1, Hkv, P0 + C, D)
         C, P = c.stop - c.start, k.shape[2]
         mask = None if C == P else torch.ones(C, P, dtype=torch.bool, device=query.device).tril(P - C)
         out[:, :, span] = torch.nn.functional.scaled_dot_product_attention(

@@ -13,6 +13,9 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
                             const std::vector<at::Tensor>& own_k, const std::vector<at::Tensor>& own_v,
                             const std::vector<int64_t>& segments, const std::vector<at::Tensor>& prefix_k,
                             const std::vector<at::Tensor>& prefix_v);
+at::Tensor prefill_attention(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t H,
+                             int64_t Hkv, double scale, const std::vector<int64_t>& chunks,
+                             const std::vector<at::Tensor>& prompt_k, const std::vector<at::Tensor>& prompt_v);
 at::Tensor race_sample(const at::Tensor& probs, const at::Tensor& seeds, const at::Tensor& positions,
                        const at::Tensor& token_hash);
 
@@ -47,5 +50,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("linear_add", &linear_add, "decode_layer.cpp: a linear layer, added into the residual");
   m.def("norm_swiglu", &norm_swiglu, "decode_layer.cpp: RMSNorm, gate|up, SiLU(gate)·up");
   m.def("decode_attention", &decode_attention, "decode_layer.cpp: rotary, KV append, attention of a decode step");
+  m.def("prefill_attention", &prefill_attention,
+        "decode_layer.cpp: rotary, KV store and attention of a prefill of short prompts' chunks");
   m.def("race_sample", &race_sample, "race.cpp: probs (R, V), seeds, positions (R,), token hashes (V,) -> tokens (R,)");
 }

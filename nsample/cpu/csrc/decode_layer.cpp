@@ -5,7 +5,8 @@
 // one kernel.
 // Written on torch's portable vector layer (at::vec::Vectorized<float>: W = 8 floats on AVX2, 16 on AVX-512, 4 on
 // NEON), compiled once per instruction set (nsample/cpu/kernels.py).
-// Every step is per row, in a fixed order whatever the other rows, so rows stay independent, bitwise.
+// Every step is per row, in a fixed order whatever the other rows, so rows stay independent, bitwise. A short prompt's
+// prefill runs through the same calls, its attention in prefill_attention.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
@@ -210,6 +211,53 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
       attend_one(qp + task * D, head_run(pk, 0, h / g, pk.size(2)), head_run(pv, 0, h / g, pv.size(2)),
                  head_run(own_k[c], r - groups[2 * c], h / g, t), head_run(own_v[c], r - groups[2 * c], h / g, t),
                  D, scratch.data(), op + task * D);
+    }
+  });
+  return out;
+}
+
+// The attention of a prefill of short prompts' chunks packed into one sequence (fused_decode.py, prefill): qkv
+// (T, (H + 2·Hkv)·D), cos, sin (T, D); chunks = (first row, end row, first position) per chunk, prompt_k/prompt_v
+// its request's buffers for the whole prompt (1, Hkv, P, D). Each row's k and v are rotated and stored at its
+// position, then each query attends to its prompt up to itself in one softmax, as a decode row attends to its
+// prompt (attend_one), so its numbers are its own whatever the chunks beside it or before it. Returns (T, H·D).
+at::Tensor prefill_attention(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t H,
+                             int64_t Hkv, double scale, const std::vector<int64_t>& chunks,
+                             const std::vector<at::Tensor>& prompt_k, const std::vector<at::Tensor>& prompt_v) {
+  const int64_t T = qkv.size(0), D = cos.size(1), g = H / Hkv, width = (H + 2 * Hkv) * D, C = prompt_k.size();
+  TORCH_CHECK(qkv.is_contiguous() && qkv.size(1) == width && D % 16 == 0 && cos.is_contiguous() && sin.is_contiguous());
+  TORCH_CHECK(chunks.size() == static_cast<size_t>(3 * C) && prompt_v.size() == static_cast<size_t>(C), "chunks");
+  std::vector<int64_t> chunk_of(T, -1), position(T);
+  for (int64_t c = 0; c < C; ++c) {
+    const int64_t first = chunks[3 * c], stop = chunks[3 * c + 1], at = chunks[3 * c + 2];
+    TORCH_CHECK(0 <= first && first <= stop && stop <= T && at >= 0 && at + stop - first <= prompt_k[c].size(2),
+                "a chunk outside the sequence or past its prompt's buffer");
+    for (int64_t r = first; r < stop; ++r) chunk_of[r] = c, position[r] = at + r - first;
+  }
+  auto queries = at::empty({T, H, D}, qkv.options());
+  float* qp = queries.data_ptr<float>();
+  const float *xp = qkv.data_ptr<float>(), *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
+  for (int64_t r = 0; r < T; ++r) {  // rotate q (scaled) and k; store k and v at the row's position
+    TORCH_CHECK(chunk_of[r] >= 0, "every row belongs to a chunk");
+    const int64_t c = chunk_of[r], pos = position[r];
+    const float *x = xp + r * width, *cr = cp + r * D, *sr = sp + r * D;
+    for (int64_t h = 0; h < H; ++h) rotate(x + h * D, cr, sr, D, static_cast<float>(scale), qp + (r * H + h) * D);
+    for (int64_t h = 0; h < Hkv; ++h) {
+      Run k = head_run(prompt_k[c], 0, h, pos + 1), v = head_run(prompt_v[c], 0, h, pos + 1);
+      rotate(x + (H + h) * D, cr, sr, D, 1.0f, k.base + pos * k.step);
+      std::copy_n(x + (H + Hkv + h) * D, D, v.base + pos * v.step);
+    }
+  }
+  auto out = at::empty({T, H * D}, qkv.options());
+  float* op = out.data_ptr<float>();
+  at::parallel_for(0, T * H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch;
+    const Run none{nullptr, 0, 0};
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t r = task / H, h = task % H, c = chunk_of[r], length = position[r] + 1;
+      scratch.resize(length + W);
+      attend_one(qp + task * D, head_run(prompt_k[c], 0, h / g, length), head_run(prompt_v[c], 0, h / g, length),
+                 none, none, D, scratch.data(), op + task * D);
     }
   });
   return out;
