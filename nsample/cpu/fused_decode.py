@@ -33,6 +33,7 @@ from torch import nn
 from nsample.cpu import kernels
 from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.cpu.int8_linear import Int8Linear, Member
+from nsample.engine.kv_cache import kv_shape
 from nsample.engine.prefix_attention import Chunk, Group
 
 FAMILIES = {"llama", "mistral", "qwen2"}  # decoder layers exactly transformers' LlamaDecoderLayer
@@ -67,15 +68,9 @@ class FusedDecoder:
         own = [v for g in groups for v in (g.start, g.cohort.length)]
         segments = [v for g in groups for s in g.segments for v in (g.start + s.start, g.start + s.stop)]
         prompts = [s.kv.prefix for g in groups for s in g.segments]
-        ops = self.ops
-        for i, L in enumerate(self.layers):
-            qkv = ops.norm_linear(h, L.norm1, L.eps, L.qkv)  # (B, (H + 2·Hkv)·D)
-            a = ops.decode_attention(qkv, cos, sin, self.heads, self.kv_heads, self.scale, own,
-                                     [g.cohort.keys[i] for g in groups], [g.cohort.values[i] for g in groups],
-                                     segments, [p[i][0] for p in prompts], [p[i][1] for p in prompts])  # (B, H·D)
-            ops.linear_add(a, L.o, h)
-            ops.linear_add(ops.norm_swiglu(h, L.norm2, L.eps, L.gate_up), L.down, h)
-        return ops.norm_linear(h, self.norm.weight, self.norm.variance_epsilon, self.head)  # (B, V)
+        return self._forward(h, self.layers, lambda i, qkv: self.ops.decode_attention(
+            qkv, cos, sin, self.heads, self.kv_heads, self.scale, own, [g.cohort.keys[i] for g in groups],
+            [g.cohort.values[i] for g in groups], segments, [p[i][0] for p in prompts], [p[i][1] for p in prompts]))
 
     @torch.inference_mode()
     def prefill(self, ids: torch.Tensor, positions: torch.Tensor, chunks: list[Chunk], keep: list[int]
@@ -85,16 +80,19 @@ class FusedDecoder:
         h = self.embed(ids).float().contiguous()  # (T, E)
         cos, sin = (x[0].float().contiguous() for x in self.rotary(h, positions[None]))  # (T, D) each
         spans = [v for c in chunks for v in (c.start, c.stop, c.first)]
+        return self._forward(h, self.prefill_layers, lambda i, qkv: self.ops.prefill_attention(
+            qkv, cos, sin, self.heads, self.kv_heads, self.scale, spans, [c.kv.buffers[i][0] for c in chunks],
+            [c.kv.buffers[i][1] for c in chunks]), keep)
+
+    def _forward(self, h: torch.Tensor, layers: list[Layer], attention, keep: list[int] | None = None
+                 ) -> torch.Tensor:
+        """The layers on h (M, E), in place, `attention(i, qkv)` (M, H·D) layer i's; the logits (M or len(keep), V)."""
         ops = self.ops
-        for i, L in enumerate(self.prefill_layers):
-            qkv = ops.norm_linear(h, L.norm1, L.eps, L.qkv)  # (T, (H + 2·Hkv)·D)
-            kv = [c.kv.layer(i, qkv.new_empty(1, self.kv_heads, 0, cos.shape[1])) for c in chunks]
-            a = ops.prefill_attention(qkv, cos, sin, self.heads, self.kv_heads, self.scale, spans, [k for k, _ in kv],
-                                      [v for _, v in kv])  # (T, H·D)
-            ops.linear_add(a, L.o, h)
+        for i, L in enumerate(layers):
+            ops.linear_add(attention(i, ops.norm_linear(h, L.norm1, L.eps, L.qkv)), L.o, h)  # qkv (M, (H + 2·Hkv)·D)
             ops.linear_add(ops.norm_swiglu(h, L.norm2, L.eps, L.gate_up), L.down, h)
-        h = h[keep].contiguous()  # (len(keep), E)
-        return ops.norm_linear(h, self.norm.weight, self.norm.variance_epsilon, self.head)  # (len(keep), V)
+        h = h if keep is None else h[keep].contiguous()
+        return ops.norm_linear(h, self.norm.weight, self.norm.variance_epsilon, self.head)
 
 
 def build(model) -> FusedDecoder | None:
@@ -106,7 +104,7 @@ def build(model) -> FusedDecoder | None:
     ops = kernels.ops()
     if ops is None:
         return None
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    _, _, head_dim = kv_shape(model)
     if head_dim % 16 or cfg.hidden_size % 32 or getattr(cfg, "hidden_act", "silu") != "silu":
         return None
     try:

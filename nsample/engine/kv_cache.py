@@ -5,7 +5,7 @@ kept once and every row only stores what it generates, in the buffers of its coh
 requests that started decoding at the same step), preallocated and grown by doubling (so a short answer never
 pays for a long max_tokens, and no step copies the whole cache). Its rows join the engine's one batched decode
 forward, and its prompt chunks join the packed prefill forward (`extend` stores a chunk's keys and values in
-buffers made for the whole prompt at its first chunk). ForkedKV (any other architecture): the batch-1 cache is copied
+buffers made for the whole prompt). ForkedKV (any other architecture): the batch-1 cache is copied
 into n rows with reorder_cache, which works for every layer type, and the request is prefilled and decoded
 in forwards of its own. Both prefill in chunks, so a long prompt never stalls the running streams for long.
 """
@@ -18,26 +18,21 @@ from nsample.engine.cohort import FIRST_CHUNK
 
 class SharedKV:
     def __init__(self, model, prompt_len: int, max_new: int):
-        self.prompt_len, self.max_new = prompt_len, max_new
-        self.layers = model.config.get_text_config(decoder=True).num_hidden_layers
-        self.buffers: list[tuple[torch.Tensor, torch.Tensor]] = []  # (1, Hkv, P, D) per layer, from the first chunk
+        self.max_new = max_new
+        layers, heads, dim = kv_shape(model)
+        size, like = (1, heads, prompt_len, dim), dict(dtype=model.dtype, device=model.device)
+        # (1, Hkv, P, D) per layer for the whole prompt: a chunk's are stored at its positions (`extend`, or the C++
+        # prefill's kernel), and nothing reads a position before it is stored
+        self.buffers = [(torch.empty(size, **like), torch.empty(size, **like)) for _ in range(layers)]
         self.prefix: list[tuple[torch.Tensor, torch.Tensor]] = []  # the same, once prefilled
         self.cohort = None  # where the rows' generated keys and values live, from their first decode step on
         self.slots: list[int] = []  # each row's place in the cohort's buffers, in row order (one per row)
-
-    def layer(self, layer: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A layer's keys and values for the whole prompt (1, Hkv, P, D), made at the first chunk like `like`
-        (1, Hkv, *, D); a chunk's are stored at its positions (`extend`, or the C++ prefill's kernel)."""
-        if not self.buffers:
-            size = (1, like.shape[1], self.prompt_len, like.shape[3])
-            self.buffers = [(like.new_empty(size), like.new_empty(size)) for _ in range(self.layers)]
-        return self.buffers[layer]
 
     def extend(self, layer: int, first: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor,
                                                                                            torch.Tensor]:
         """Store a prompt chunk's keys and values (1, Hkv, C, D) from position `first`; return the prompt's so far
         (1, Hkv, first + C, D)."""
-        keys, values = self.layer(layer, key)
+        keys, values = self.buffers[layer]
         stop = first + key.shape[2]
         keys[:, :, first:stop] = key
         values[:, :, first:stop] = value
@@ -95,9 +90,15 @@ class ForkedKV:
             layer.max_cache_len = new_len
 
 
-def kv_bytes_per_token(model) -> int:
-    """Bytes of keys and values one token occupies across all layers."""
+def kv_shape(model) -> tuple[int, int, int]:
+    """Layers, key/value heads and head dim of `model`'s KV cache."""
     cfg = model.config.get_text_config(decoder=True)
     heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    return 2 * cfg.num_hidden_layers * heads * head_dim * model.dtype.itemsize
+    return cfg.num_hidden_layers, heads, head_dim
+
+
+def kv_bytes_per_token(model) -> int:
+    """Bytes of keys and values one token occupies across all layers."""
+    layers, heads, head_dim = kv_shape(model)
+    return 2 * layers * heads * head_dim * model.dtype.itemsize
