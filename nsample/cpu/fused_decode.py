@@ -33,7 +33,6 @@ from torch import nn
 from nsample.cpu import kernels
 from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.cpu.int8_linear import Int8Linear, Member
-from nsample.engine.kv_cache import kv_shape
 from nsample.engine.prefix_attention import Chunk, Group
 
 FAMILIES = {"llama", "mistral", "qwen2"}  # decoder layers exactly transformers' LlamaDecoderLayer
@@ -104,7 +103,7 @@ def build(model) -> FusedDecoder | None:
     ops = kernels.ops()
     if ops is None:
         return None
-    _, _, head_dim = kv_shape(model)
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     if head_dim % 16 or cfg.hidden_size % 32 or getattr(cfg, "hidden_act", "silu") != "silu":
         return None
     try:
