@@ -100,18 +100,22 @@ async def test_stream_with_async_openai_client(aclient):
     assert [texts[i] for i in range(3)] == [c.text for c in whole.choices] and usage == [whole.usage]
 
 
-def test_disconnect_mid_stream_cancels_all_choices(http, tiny_engine):
+def test_disconnect_mid_stream_cancels_all_choices(http, tiny_engine, monkeypatch):
     assert wait_until(lambda: idle(tiny_engine))
-    body = chat_body(n=4, max_tokens=1500, ignore_eos=True, stream=True)  # a minute of work if left running
+    submitted, submit = [], tiny_engine.submit
+    monkeypatch.setattr(tiny_engine, "submit", lambda *a, **kw: submitted.append(submit(*a, **kw)) or submitted[-1])
+    body = chat_body(n=4, max_tokens=1500, ignore_eos=True, stream=True)  # seconds of work if left running
     with http.stream("POST", "/v1/chat/completions", json=body) as r:
-        seen = set()
-        for line in r.iter_lines():
+        seen, lines = set(), r.iter_lines()  # held: a dropped iterator closes the connection at once (a disconnect)
+        for line in lines:
             if '"content":"' in line and '"content":""' not in line:
                 seen.add(line.split('"index":')[1].split(",")[0])
             if len(seen) == 4:
                 break
         assert tiny_engine.load_info == {"waiting": 0, "active": 1}
-    assert wait_until(lambda: idle(tiny_engine), timeout=10)
+    assert wait_until(lambda: idle(tiny_engine), timeout=10)  # leaving the block hung up: all 4 choices stop
+    [req] = submitted
+    assert req.cancelled and all(len(c.token_ids) < 1500 for c in req.choices)
 
 
 def test_disconnect_before_a_full_response_cancels(base_url, tiny_engine):
