@@ -1,4 +1,5 @@
-"""Helpers for the API tests: request bodies, SSE parsing, the OpenAI error shape, waiting, raw sockets."""
+"""Helpers for the API tests: request bodies, SSE parsing, the OpenAI error shape, waiting, cancellation, raw
+sockets."""
 import json
 import socket
 import time
@@ -47,6 +48,20 @@ def wait_until(predicate, timeout: float = 10.0) -> bool:
 
 def idle(engine: Engine) -> bool:
     return engine.load_info == {"waiting": 0, "active": 0}
+
+
+def record_submits(engine: Engine, monkeypatch) -> list:
+    """The requests `engine` is given from now on (by a server in front of it too), to check how they ended: a
+    long request left to run finishes within a test's wait for idle on the tiny model, so idle alone proves no
+    cancellation."""
+    reqs, submit = [], engine.submit
+    monkeypatch.setattr(engine, "submit", lambda *a, **kw: reqs.append(submit(*a, **kw)) or reqs[-1])
+    return reqs
+
+
+def cut_short(reqs: list, max_tokens: int) -> bool:
+    """Each request was cancelled before any of its choices reached max_tokens."""
+    return all(r.cancelled and all(len(c.token_ids) < max_tokens for c in r.choices) for r in reqs)
 
 
 def raw_post(base_url: str, path: str, body: dict) -> socket.socket:

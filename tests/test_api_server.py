@@ -6,7 +6,7 @@ import sys
 import httpx
 import openai
 import pytest
-from api_helpers import HELLO, MODEL, TIMEOUT, chat_body, error_of, idle, wait_until
+from api_helpers import HELLO, MODEL, TIMEOUT, chat_body, cut_short, error_of, idle, record_submits, wait_until
 from live_server import free_port, live_server, stop_process
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
@@ -59,7 +59,8 @@ def test_body_size_limit(tiny_engine):
         assert http.post(CHAT, json=chat_body()).status_code == 200
 
 
-def test_full_queue_answers_429_and_frees_after_disconnect(small_engine):
+def test_full_queue_answers_429_and_frees_after_disconnect(small_engine, monkeypatch):
+    submitted = record_submits(small_engine, monkeypatch)
     with live_server(create_app(small_engine, ServerConfig(retry_after_s=3))) as url, \
             httpx.Client(base_url=url, timeout=TIMEOUT) as http:
         long = chat_body(max_tokens=1500, ignore_eos=True, stream=True)
@@ -75,6 +76,7 @@ def test_full_queue_answers_429_and_frees_after_disconnect(small_engine):
             with pytest.raises(openai.RateLimitError):
                 client.chat.completions.create(model=MODEL, messages=HELLO, max_tokens=2)
         assert wait_until(lambda: idle(small_engine))
+        assert len(submitted) == 1 and cut_short(submitted, 1500)  # the 429s never reached the engine
         assert http.post(CHAT, json=chat_body()).status_code == 200
 
 

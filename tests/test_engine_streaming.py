@@ -140,15 +140,18 @@ def test_abandoning_a_stream_frees_its_rows_at_the_next_step(tiny_engine):
     assert len(steps) < 50
 
 
-async def test_async_stream_and_cancellation(tiny_engine):
+async def test_async_stream_and_cancellation(tiny_engine, monkeypatch):
     events = [ev async for ev in tiny_engine.astream("Async", n=3, seed=4, max_tokens=6, ignore_eos=True)]
     assert sorted({ev.index for ev in events}) == [0, 1, 2]
     assert sum(1 for ev in events if ev.finish_reason) == 3
     same = tiny_engine.generate("Async", n=3, seed=4, max_tokens=6, ignore_eos=True)
     assert _joined(events, 3)[0] == [c.text for c in same.choices]
 
+    reqs, submit = [], tiny_engine.submit
+    monkeypatch.setattr(tiny_engine, "submit", lambda *a, **kw: reqs.append(submit(*a, **kw)) or reqs[-1])
+
     async def consume():
-        async for _ in tiny_engine.astream("Async cancel", n=2, seed=1, max_tokens=5000, ignore_eos=True):
+        async for _ in tiny_engine.astream("Async cancel", n=2, seed=1, max_tokens=1500, ignore_eos=True):
             pass
 
     task = asyncio.create_task(consume())
@@ -157,6 +160,8 @@ async def test_async_stream_and_cancellation(tiny_engine):
     with pytest.raises(asyncio.CancelledError):
         await task
     await asyncio.to_thread(_wait_idle, tiny_engine)
+    [req] = reqs
+    assert req.cancelled and all(len(c.token_ids) < 1500 for c in req.choices)  # not run to the end
 
 
 def test_a_consumer_whose_event_loop_closed_does_not_break_the_engine(tiny_engine):

@@ -5,7 +5,7 @@ import json
 import httpx
 import openai
 import pytest
-from api_helpers import idle, wait_until
+from api_helpers import cut_short, idle, record_submits, wait_until
 from live_server import live_server
 
 from nsample.errors import InvalidRequest, NSampleError
@@ -13,7 +13,7 @@ from nsample.remote import RemoteConfig, RemoteEngine, UpstreamError
 from nsample.server import ServerConfig, create_app
 
 HELLO = [{"role": "user", "content": "Hello! Tell me a story."}]
-LONG = {"max_tokens": 1500, "ignore_eos": True}  # about a minute of tiny-model work if left running
+LONG = {"max_tokens": 1500, "ignore_eos": True}  # seconds of tiny-model work if left running
 TIMEOUT = 60  # seconds; every client call is bounded
 
 
@@ -133,22 +133,24 @@ async def test_async_stream_matches_generate(native_engine, clean):
 
 @pytest.mark.parametrize("mode, streams", [("native", 1), ("fanout", 3)])
 def test_abandoned_stream_closes_every_upstream_stream(native_engine, fanout_engine, clean, tiny_engine, mode,
-                                                       streams):
-    engine = native_engine if mode == "native" else fanout_engine
+                                                       streams, monkeypatch):
+    engine, upstream = native_engine if mode == "native" else fanout_engine, record_submits(tiny_engine, monkeypatch)
     events, seen = engine.stream(HELLO, n=3, seed=1, **LONG), set()
     while seen != {0, 1, 2}:
         seen.add(next(events).index)
     assert clean.open == streams and engine.load_info == {"waiting": 0, "active": 1}
     events.close()  # the consumer leaves
     assert wait_until(lambda: clean.open == 0 and idle(tiny_engine) and idle(engine), timeout=10)
+    assert len(upstream) == streams and cut_short(upstream, 1500)
 
 
-def test_failing_choice_cancels_its_siblings(fanout_engine, clean, tiny_engine):
-    clean.fail_seed = 102
+def test_failing_choice_cancels_its_siblings(fanout_engine, clean, tiny_engine, monkeypatch):
+    clean.fail_seed, upstream = 102, record_submits(tiny_engine, monkeypatch)
     with pytest.raises(UpstreamError) as e:
         fanout_engine.generate(HELLO, n=3, seed=100, **LONG)
     assert e.value.status == 502 and "injected failure" in e.value.message and "(500)" in e.value.message
     assert wait_until(lambda: clean.open == 0 and idle(tiny_engine) and idle(fanout_engine), timeout=10)
+    assert len(upstream) == 2 and cut_short(upstream, 1500)  # seeds 100 and 101 ran; 102 failed before it
 
 
 def test_upstream_4xx_is_passed_on(native_engine, clean):
@@ -193,7 +195,8 @@ def test_api_stream_through_a_remote_engine(front, clean, tiny_engine):
            [c.text for c in local.choices]
 
 
-def test_api_client_disconnect_closes_upstream_streams(front, clean, tiny_engine, fanout_engine):
+def test_api_client_disconnect_closes_upstream_streams(front, clean, tiny_engine, fanout_engine, monkeypatch):
+    upstream = record_submits(tiny_engine, monkeypatch)
     client = openai.OpenAI(base_url=front + "/v1", api_key="unused", max_retries=0, timeout=TIMEOUT)
     stream = client.chat.completions.create(model=fanout_engine.name, messages=HELLO, n=3, stream=True,
                                             extra_body=LONG)
@@ -205,6 +208,7 @@ def test_api_client_disconnect_closes_upstream_streams(front, clean, tiny_engine
     assert clean.open == 3 and tiny_engine.load_info["active"] == 3
     stream.close()
     assert wait_until(lambda: clean.open == 0 and idle(tiny_engine) and idle(fanout_engine), timeout=10)
+    assert len(upstream) == 3 and cut_short(upstream, 1500)
 
 
 def test_relayed_choices_count_their_tokens(native_engine, fanout_engine, clean, tiny_engine):
