@@ -33,6 +33,31 @@ def test_the_kernel_draws_the_tokens_of_the_torch_ops(ops, V):
         assert len(set(got.tolist())) > 1  # rows differ: the draws are not all one token
 
 
+@pytest.mark.parametrize("spread", [0.0, 0.3, 30.0])  # flat, nearly flat, one token nearly certain
+def test_the_tokens_the_kernel_skips_could_not_have_won(ops, spread):
+    """The kernel skips the log and division of the vectors where p / (1 - u) cannot beat any lane's best: the
+    torch ops' tokens however the probability is spread."""
+    g = torch.Generator().manual_seed(5)
+    probs = (torch.randn(64, 49152, generator=g) * spread).softmax(-1)
+    seeds, positions = torch.randint(0, 2**62, (64,), generator=g), torch.arange(64)
+    got = draw(ops, probs, seeds, positions)
+    assert torch.equal(got, torch_race(probs, seeds, positions))
+    assert len(set(got.tolist())) > (1 if spread > 10 else 32)
+
+
+@pytest.mark.parametrize(("p", "drawn"), [(0.0, False), (1e-12, False), (1e-3, True)])
+def test_the_token_with_the_smallest_noise_wins_by_its_probability(ops, p, drawn):
+    """Seed 740 at position 0 draws the top 24 bits for token 19165 (test_sampler): its E is the smallest there is,
+    and positive. It was -0: at probability 0 (masked) the row was NaN, which torch drew and the kernel answered with
+    token 0; at any other, p / -0 = -inf never won. Now it wins where p / E beats the others (10^-3 / 6·10^-8,
+    against 2·10^-5 over their smallest E, 3.5·10^-5) and not at 0 or 10^-12, on both paths alike."""
+    probs = torch.full((1, 49152), 1 / 49151)
+    probs[0, 19165] = p
+    seeds, positions = torch.tensor([740]), torch.tensor([0])
+    got = draw(ops, probs, seeds, positions)
+    assert (got[0] == 19165) == drawn and torch.equal(got, torch_race(probs, seeds, positions))
+
+
 def test_each_row_draws_alone_what_it_draws_among_others(ops):
     g = torch.Generator().manual_seed(1)
     probs = torch.randn(9, 5000, generator=g).softmax(-1)

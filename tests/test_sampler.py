@@ -49,6 +49,15 @@ def test_race_noise_is_exponential_and_independent_across_tokens_positions_and_s
     assert abs(((e - 1) * (later - 1)).mean()) < 0.02
 
 
+def test_the_top_bits_draw_a_small_noise_not_zero():
+    """(bits + 0.5) / 2^24 rounds to 1 in float32 for the top bits, and E = -log u to -0 (in one draw of about 300
+    at a 49152-token vocabulary). Seed 740 at position 0 has them at token 19165."""
+    seeds, positions = torch.tensor([740]), torch.tensor([0])
+    assert sampler.race_bits(seeds, positions, 49152)[0, 19165] == 0xFFFFFF
+    e = sampler.race_noise(seeds, positions, 49152)[0]
+    assert e.min() == e[19165] == -torch.tensor(sampler.BELOW_ONE).log() > 0
+
+
 def test_a_rows_draws_depend_only_on_its_seed_and_position():
     logits = torch.randn(3, 1000, generator=torch.Generator().manual_seed(0))
     alone = sampler.sample(logits[1:2], torch.ones(1), torch.tensor([7]), torch.tensor([4]))

@@ -87,13 +87,24 @@ def _token_hashes(vocab: int, device: torch.device):
     return _mix(h, ((16, MIX32[0]), (13, MIX32[1]), (16, None)), 32)
 
 
-def race_noise(seeds, positions, vocab: int):
-    # seeds, positions (R,) int64 -> (R, V) float32 Exp(1) draws, each a pure function of (seed, position, token)
+def race_bits(seeds, positions, vocab: int):
+    # seeds, positions (R,) int64 -> (R, V) int32: 24 uniform bits per token, a pure function of (seed, position, token)
     key = _mix(seeds * GOLDEN64 + positions, ((30, MIX64[0]), (27, MIX64[1]), (31, None)), 64)  # (R,) splitmix64
     key = (key & 0xFFFFFFFF).to(torch.int32)  # its low 32 bits (the cast wraps)
     h = _token_hashes(vocab, seeds.device)[None, :] ^ key[:, None]  # (R, V) int32
     h = _mix(h, ((16, MIX32[0]), (13, MIX32[1]), (16, None)), 32)
-    u = h.bitwise_right_shift_(8).bitwise_and_(0xFFFFFF).float().add_(0.5).mul_(2.0**-24)  # (R, V) in (0, 1)
+    return h.bitwise_right_shift_(8).bitwise_and_(0xFFFFFF)
+
+
+BELOW_ONE = 1 - 2**-24  # the largest float32 below 1
+
+
+def race_noise(seeds, positions, vocab: int):
+    # seeds, positions (R,) int64 -> (R, V) float32 Exp(1) draws E = -log u, u = (bits + 0.5) / 2^24 in float32. The
+    # top bits' u rounds to 1, and E to -0: that token (in one draw of about 300 at a 49152-token vocabulary) could
+    # then never win (p / -0 = -inf), and where its probability was 0 (masked, or below float32's range) made the row
+    # NaN: the torch ops drew it, the C++ race token 0. So u stops at the largest float32 below 1
+    u = race_bits(seeds, positions, vocab).float().add_(0.5).mul_(2.0**-24).clamp_(max=BELOW_ONE)  # (R, V) in (0, 1)
     return u.log_().neg_()
 
 
