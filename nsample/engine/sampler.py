@@ -163,7 +163,8 @@ def sample_rows(logits, p, seeds, positions, counts=None, bias=None, allowed=Non
         logits = logits + bias
     temperature = full(p.temperature)
     if not p.greedy:
-        logits = apply_temperature(logits, temperature)
+        if p.temperature != 1:  # logits / 1 are the logits, bitwise
+            logits = apply_temperature(logits, temperature)
         if p.top_k:
             k = min(p.top_k, logits.shape[-1])  # above the vocabulary is off, however large (an int64 holds it)
             logits = apply_top_k(logits, torch.full((R,), k, device=logits.device))
