@@ -29,6 +29,9 @@ the same file. Above each model's table it prints, once:
     nsample.cpu.weights_report.describe() gives them ("-" without it), and the GGUF's own tensor types and bytes.
 Usage: python scripts/benchmark.py [--model M | --gguf FILE [FILE ...]] [--methods fast llama ...]
        [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64] [--isa avx2|avxvnni|avx512|avx512vnni|neon]
+       [--rounds K]
+With --rounds K (for a busy machine, whose speed moves by tens of percent from minute to minute), each row runs every
+method K times, alternated, and shows each method's median run and the range of the rounds' fast/llama ratios.
 """
 import argparse
 import importlib.util
@@ -337,16 +340,34 @@ def speedup(row: dict, a: str, b: str) -> str:
     return f"{row[b]['wall'] / row[a]['wall']:5.2f}x" if a in row and b in row else "    -"
 
 
+def measured(args, target: Target, methods: list[str], P: int, n: int) -> tuple[dict, list[dict]]:
+    """Each method's run at (prompt, n), and every round's runs. With --rounds K each method runs K times,
+    alternated (the methods in turn, in reverse order every other round) so that a slow minute slows them alike; the
+    run of median wall time (the lower one of an even K) stands for the method."""
+    rounds = [{m: spawn(args, target, m, P, n) for m in (methods if k % 2 == 0 else methods[::-1])}
+              for k in range(args.rounds)]
+    middle = (args.rounds - 1) // 2
+    return {m: sorted((rd[m] for rd in rounds), key=lambda run: run["wall"])[middle] for m in methods}, rounds
+
+
+def by_round(rounds: list[dict], a: str, b: str) -> str:
+    """The lowest and highest of each round's a-over-b speedup (b's wall time over a's, in the same round)."""
+    ratios = sorted(rd[b]["wall"] / rd[a]["wall"] for rd in rounds if a in rd and b in rd)
+    return f"{ratios[0]:.2f}-{ratios[-1]:.2f}x" if ratios else "-"
+
+
 def table(args, target: Target) -> None:
-    """The header, then one row per (prompt, n): each method in a fresh process."""
+    """The header, then one row per (prompt, n): each method in a fresh process (--rounds times, alternated)."""
     methods = methods_for(args, target)
     loads = spawn_loads(args, target) if any(m in NSAMPLE_METHODS for m in methods) else []
     T, first = args.new_tokens, True
+    rounds = args.rounds > 1
     head = f"{'prompt':>6} {'n':>3} | " + " | ".join(f"{m + ' s':>11} {'tok/s':>6}" for m in methods) + \
-           f" | {'MiB':>5} | fast/llama i8act/llama int8/llama fast/nrs fp32/llama"
+           f" | {'MiB':>5} | fast/llama i8act/llama int8/llama fast/nrs fp32/llama" + \
+           (f" | fast/llama, each of {args.rounds} rounds" if rounds else "")
     for P in args.prompts:
         for n in args.n:
-            r = {m: spawn(args, target, m, P, n) for m in methods}
+            r, each = measured(args, target, methods, P, n)
             if first:
                 print(f"{header(args, target, loads, r)}\n{head}\n{'-' * len(head)}")
                 first = False
@@ -355,7 +376,8 @@ def table(args, target: Target) -> None:
             print(f"{P:>6} {n:>3} | " + " | ".join(f"{r[m]['wall']:11.2f} {toks / r[m]['wall']:6.1f}" for m in methods)
                   + f" | {mib:5.0f} | {speedup(r, 'fast', 'llama'):>10} {speedup(r, 'fast-int8', 'llama'):>10} "
                   f"{speedup(r, 'int8', 'llama'):>10} "
-                  f"{speedup(r, 'fast', 'nrs'):>8} {speedup(r, 'fp32', 'llama'):>10}", flush=True)
+                  f"{speedup(r, 'fast', 'nrs'):>8} {speedup(r, 'fp32', 'llama'):>10}"
+                  + (f" | {by_round(each, 'fast', 'llama')}" if rounds else ""), flush=True)
 
 
 def main():
@@ -371,6 +393,8 @@ def main():
     ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 8, 16], help="choices per request")
     ap.add_argument("--new-tokens", type=int, default=64, help="new tokens per choice")
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS, help="columns to run")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of each method per row, alternated; the table shows each method's median run")
     ap.add_argument("--isa", choices=ISA_FLAGS, default=None,
                     help="force nsample's kernel build (NSAMPLE_ISA) in its processes")
     ap.add_argument("--one", nargs=3, metavar=("METHOD", "PROMPT", "N"), help=argparse.SUPPRESS)
@@ -383,6 +407,8 @@ def main():
         return
     if args.gguf and args.model:
         ap.error("--model and --gguf name the model both ways: give one")
+    if args.rounds < 1:
+        ap.error("--rounds: at least 1")
     import torch
 
     args.threads = torch.get_num_threads()
