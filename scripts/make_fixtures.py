@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 
+from nsample.models import model_cache
 from nsample.models.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf
 
 FTYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M",
@@ -50,15 +51,17 @@ def fixtures_dir() -> Path:
     return cache_dir() / "fixtures"
 
 
-def source_key(path: Path) -> str:
-    """As nsample.models.model_loader.converted_gguf keys its cache: the file's path, size and mtime."""
-    stat = path.stat()
-    return hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-
-
 def large_key(tokenizer_source: Path) -> str:
-    return hashlib.sha256(f"{source_key(tokenizer_source)}:{sorted(LARGE.items())}:{SEED}:{STD}".encode()
+    return hashlib.sha256(f"{model_cache.key(tokenizer_source)}:{sorted(LARGE.items())}:{SEED}:{STD}".encode()
                           ).hexdigest()[:12]
+
+
+def replace_older(target: Path, stem: str) -> None:
+    """Remove the fixtures of `stem` (a model and type) other than `target`: builds from an earlier install of the
+    embedded file, which nothing asks for again (their conversions in the cache go with them: model_cache)."""
+    for old in target.parent.glob(f"{stem}-*.gguf"):
+        if old != target:
+            old.unlink(missing_ok=True)
 
 
 def fixture(name: str, out: Path | None = None) -> Path:
@@ -70,9 +73,10 @@ def fixture(name: str, out: Path | None = None) -> Path:
     if name not in FTYPES:
         raise ValueError(f"unknown fixture {name!r}: one of {', '.join(FTYPES)} or large-<type>")
     source = embedded_gguf()
-    target = out / f"{EMBEDDED_NAME}.{name}-{source_key(source)}.gguf"
+    target = out / f"{EMBEDDED_NAME}.{name}-{model_cache.key(source)}.gguf"
     if not target.is_file():
         quantize(source, target, name)
+        replace_older(target, f"{EMBEDDED_NAME}.{name}")
     return target
 
 
@@ -92,6 +96,7 @@ def build_large(out: Path, types: tuple[str, ...] = LARGE_TYPES) -> list[Path]:
             timed(f"wrote {f16.name}", write_large_f16, f16, source)
         for qtype, target in missing:
             timed(f"quantized {target.name}", quantize, f16, target, qtype)
+            replace_older(target, f"{LARGE_NAME}.{qtype}")
         f16.unlink()
     return targets
 

@@ -14,7 +14,6 @@ and takes tens of seconds; llama.cpp maps the file and computes on its blocks. S
 Architectures whose tensors transformers transforms beyond that (Gemma's norms, fused experts, ...) are not
 handled here: `supported()` says no and the caller loads them through transformers' float32 path.
 """
-import hashlib
 import json
 import os
 import shutil
@@ -27,20 +26,16 @@ import torch
 from torch import nn
 
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
+from nsample.models import model_cache
 
 INDEX = "gguf_tensors.json"
 NAMES = "gguf_names.json"
 Q8_0 = 8
 
 
-def cache_key(path: Path) -> str:
-    stat = path.stat()
-    return hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-
-
 def metadata(path: Path, cache: Path) -> Path:
     """A folder with the file's config, tokenizer and tensor index, made once per file (cached under `cache`)."""
-    target = cache / f"{path.stem}-{cache_key(path)}-gguf"
+    target = cache / f"{path.stem}-{model_cache.key(path)}-gguf"
     if (target / INDEX).is_file():
         return target
     from gguf import GGUFReader
@@ -59,12 +54,14 @@ def metadata(path: Path, cache: Path) -> Path:
         config.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / INDEX).write_text(json.dumps(index))
+        model_cache.record(tmp, path)
         os.replace(tmp, target)
     except OSError:
         if not (target / INDEX).is_file():  # not another process winning the race
             raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    model_cache.prune(cache)
     return target
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 
 from nsample.errors import ModelMissing
+from nsample.models import model_cache
 from nsample.models.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf
 
 TINY_NAME = "nsample/tiny-random"
@@ -30,9 +31,7 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
 
 def converted_gguf(gguf: Path) -> Path:
     """A safetensors copy of a GGUF model, converted once (about 20 s) and then loaded in about a second."""
-    from nsample.models.gguf_model import cache_key
-
-    target = cache_dir() / f"{gguf.stem}-{cache_key(gguf)}"
+    target = cache_dir() / f"{gguf.stem}-{model_cache.key(gguf)}"
     if (target / "config.json").is_file():
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -46,12 +45,14 @@ def converted_gguf(gguf: Path) -> Path:
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        model_cache.record(tmp, gguf)
         os.replace(tmp, target)
     except OSError:
         if not (target / "config.json").is_file():  # not another process winning the race
             raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    model_cache.prune(cache_dir())
     return target
 
 
