@@ -75,18 +75,82 @@ inline Ints high(const Ints& u) { return u >> Ints(4); }  // u < 256
 inline Vec exact_mul_add(const Vec& d, const Vec& q, const Vec& m) { return at::vec::fmadd(d, q, m); }
 inline Vec exact_mul_sub(const Vec& d, const Vec& q, const Vec& m) { return at::vec::fmsub(d, q, m); }
 
-// Every format: WEIGHTS per block (32 or 256), BYTES per block; chunk(block, j, w) puts the block's weights
-// 32j .. 32j + 31 in w[0 .. V); expand(block, out) writes all WEIGHTS.
+// Every format: WEIGHTS per block (32 or 256), BYTES per block; chunk_with(block, j, w, prep) puts the block's
+// weights 32j .. 32j + 31 in w[0 .. V), given prepare(block, prep) once for the block: what its chunks share (Prep,
+// the K-quants' factors; nothing in the other formats, whose chunk(block, j, w) stands alone); expand(block, out)
+// writes all WEIGHTS.
 template <class F>
 struct Format {
+  struct Prep {};
+  static void prepare(const uint8_t*, Prep&) {}
+  static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep&) { F::chunk(b, j, w); }
   static void expand(const uint8_t* block, float* out) {
+    typename F::Prep prep;
+    F::prepare(block, prep);
     for (int j = 0; j < F::WEIGHTS / 32; ++j) {
       Vec w[V];
-      F::chunk(block, j, w);
+      F::chunk_with(block, j, w, prep);
       FOR_VECTORS(v) w[v].store(out + 32 * j + S * v);
     }
   }
 };
+
+// Sixteen bytes of a block (a K-quant's scales), and the sixteen float32 factors made of them once a block: a·q[k]
+// for k < 8, b·q[k] above, stored, each broadcast from there where a chunk needs it. Computed per chunk instead (two
+// scales unpacked and two scalar products each), the one-row Q4_K loop spent twice the instructions on them that it
+// spent on the weights.
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+using Bytes16 = __m128i;
+inline Bytes16 bytes16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline Bytes16 bytes16(const uint32_t (&w)[4]) {
+  return _mm_setr_epi32(static_cast<int>(w[0]), static_cast<int>(w[1]), static_cast<int>(w[2]), static_cast<int>(w[3]));
+}
+#else
+struct Bytes16 {
+  uint8_t b[16];
+};
+inline Bytes16 bytes16(const uint8_t* p) {
+  Bytes16 r;
+  std::memcpy(r.b, p, 16);
+  return r;
+}
+inline Bytes16 bytes16(const uint32_t (&w)[4]) {  // little endian, as the file
+  Bytes16 r;
+  std::memcpy(r.b, w, 16);
+  return r;
+}
+#endif
+struct Factors {
+  alignas(64) float f[16];
+  Vec at(int k) const {  // one broadcast load (AVX2: Vec(f[k]) loaded the float first and broadcast it on port 5,
+#if defined(CPU_CAPABILITY_AVX2)  // which made eight rows of Q4_K 6-9% slower)
+    return _mm256_broadcast_ss(f + k);
+#else
+    return Vec(f[k]);
+#endif
+  }
+};
+// The factors as vector products on x86 (GCC made the scalar loop below into a byte-by-byte extraction there, which
+// made one row of Q4_K 20% slower than computing each chunk's factors alone), as scalar ones elsewhere.
+template <bool Signed>
+inline Factors factors(const Bytes16& q, float a, float b) {
+  Factors r;
+#if defined(CPU_CAPABILITY_AVX512)
+  const __m512i i = Signed ? _mm512_cvtepi8_epi32(q) : _mm512_cvtepu8_epi32(q);
+  const __m512 ab = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+  _mm512_store_ps(r.f, _mm512_mul_ps(ab, _mm512_cvtepi32_ps(i)));
+#elif defined(CPU_CAPABILITY_AVX2)
+  const auto wide = [](__m128i x) {
+    return _mm256_cvtepi32_ps(Signed ? _mm256_cvtepi8_epi32(x) : _mm256_cvtepu8_epi32(x));
+  };
+  _mm256_store_ps(r.f, _mm256_mul_ps(_mm256_set1_ps(a), wide(q)));
+  _mm256_store_ps(r.f + 8, _mm256_mul_ps(_mm256_set1_ps(b), wide(_mm_srli_si128(q, 8))));
+#else
+  for (int k = 0; k < 16; ++k)
+    r.f[k] = (k < 8 ? a : b) * static_cast<float>(Signed ? static_cast<int8_t>(q.b[k]) : q.b[k]);
+#endif
+  return r;
+}
 
 // F32, F16, BF16: plain values, read 32 at a time as one "block".
 struct F32 : Format<F32> {
@@ -168,25 +232,26 @@ struct Q8_0 : Format<Q8_0> {
 
 // Q4_K and Q5_K's eight 6-bit scales and minimums of sub-blocks j = 0..7, packed in 12 bytes: j < 4 in the low
 // six bits of bytes j and j + 4; j >= 4 in byte j + 4's nibbles with their top two bits in the top of bytes j - 4
-// and j.
-inline void scale_min(const uint8_t* q, int j, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
+// and j. Unpacked four at a time (llama.cpp's masks): the scales in bytes 0..7, the minimums in 8..15.
+inline Bytes16 k_scales(const uint8_t* b) {
+  uint32_t u[3];
+  std::memcpy(u, b + 4, 12);
+  constexpr uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
+  const uint32_t scales_mins[4] = {u[0] & six, (u[2] & four) | (((u[0] >> 6) & two) << 4), u[1] & six,
+                                   ((u[2] >> 4) & four) | (((u[1] >> 6) & two) << 4)};
+  return bytes16(scales_mins);
 }
+// A Q4_K or Q5_K block's factors: d·sc_j at j and dmin·m_j at 8 + j, the same float32 products gguf-py computes.
+inline Factors k_factors(const uint8_t* b) { return factors<false>(k_scales(b), half(b), half(b + 2)); }
 
 // Q4_K {half d, dmin; uint8 scales[12], qs[128]}, 256 weights in eight sub-blocks of 32: sub-block j = 2g + s is
 // the low (s = 0) or high (s = 1) nibbles of qs[32g .. 32g + 32]; weight (d·sc)·q - dmin·m.
 struct Q4_K : Format<Q4_K> {
   static constexpr int64_t TYPE = 12, WEIGHTS = 256, BYTES = 144;
-  static void chunk(const uint8_t* b, int j, Vec* w) {
-    int sc, m;
-    scale_min(b + 4, j, sc, m);
-    const Vec ds(half(b) * static_cast<float>(sc)), dm(half(b + 2) * static_cast<float>(m));
+  using Prep = Factors;
+  static void prepare(const uint8_t* b, Prep& f) { f = k_factors(b); }
+  static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep& f) {
+    const Vec ds = f.at(j), dm = f.at(8 + j);
     const uint8_t* qs = b + 16 + 32 * (j / 2);
     FOR_VECTORS(v) {
       const Ints u = u8(qs + S * v);
@@ -198,10 +263,10 @@ struct Q4_K : Format<Q4_K> {
 // weight i of sub-block j.
 struct Q5_K : Format<Q5_K> {
   static constexpr int64_t TYPE = 13, WEIGHTS = 256, BYTES = 176;
-  static void chunk(const uint8_t* b, int j, Vec* w) {
-    int sc, m;
-    scale_min(b + 4, j, sc, m);
-    const Vec ds(half(b) * static_cast<float>(sc)), dm(half(b + 2) * static_cast<float>(m));
+  using Prep = Factors;
+  static void prepare(const uint8_t* b, Prep& f) { f = k_factors(b); }
+  static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep& f) {
+    const Vec ds = f.at(j), dm = f.at(8 + j);
     const uint8_t* qs = b + 48 + 32 * (j / 2);
     FOR_VECTORS(v) {
       const Ints u = u8(qs + S * v), h = ((u8(b + 16 + S * v) >> Ints(j)) & Ints(1)) << Ints(4);
@@ -211,19 +276,21 @@ struct Q5_K : Format<Q5_K> {
 };
 // Q6_K {uint8 ql[128], qh[64]; int8 scales[16]; half d}, 256 weights in two halves of 128: weight 32t + i of half
 // h (t = 0..3, i = 0..31) has its low four bits in ql[64h + 32(t % 2) + i] (low nibble for t < 2) and its top two
-// in bits 2t of qh[32h + i]; q - 32 is scaled by (d·scales[w / 16]).
+// in bits 2t of qh[32h + i]; q - 32 is scaled by (d·scales[w / 16]), the factors.
 struct Q6_K : Format<Q6_K> {
   static constexpr int64_t TYPE = 14, WEIGHTS = 256, BYTES = 210;
-  static void chunk(const uint8_t* b, int j, Vec* w) {
-    const int h = j / 4, t = j % 4;
+  using Prep = Factors;
+  static void prepare(const uint8_t* b, Prep& f) {
     const float d = half(b + 208);
-    const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192);
+    f = factors<true>(bytes16(b + 192), d, d);
+  }
+  static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep& f) {
+    const int h = j / 4, t = j % 4;
     const uint8_t* ql = b + 64 * h + 32 * (t % 2);
     const uint8_t* qh = b + 128 + 32 * h;
-    FOR_VECTORS(v) {
+    FOR_VECTORS(v) {  // Vec(f[k]), not at(k): eight rows 10% faster under AVX2, the reverse of Q4_K
       const Ints u = u8(ql + S * v), top = ((u8(qh + S * v) >> Ints(2 * t)) & Ints(3)) << Ints(4);
-      const Vec ds(d * static_cast<float>(scales[2 * j + S * v / 16]));
-      w[v] = ds * to_float(((t < 2 ? low(u) : high(u)) | top) - Ints(32));
+      w[v] = Vec(f.f[2 * j + S * v / 16]) * to_float(((t < 2 ? low(u) : high(u)) | top) - Ints(32));
     }
   }
 };

@@ -121,18 +121,9 @@ inline __m256i lanes(int lo, int hi) {
                            _mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * hi)));
 }
 inline __m256i widen8(__m128i bytes) { return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(bytes)); }
-// The eight 6-bit scales and minimums unpacked at once, four bytes at a time (llama.cpp's kmask trick; the same
-// values as gguf::scale_min).
+// The eight 6-bit scales and minimums (gguf::k_scales).
 inline KBlock scales_mins(const uint8_t* b) {
-  uint32_t u[4];
-  std::memcpy(u, b + 4, 12);
-  constexpr uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
-  u[3] = ((u[2] >> 4) & four) | (((u[1] >> 6) & two) << 4);  // minimums 4..7
-  const uint32_t low_mins = u[1] & six;                       // minimums 0..3
-  u[1] = (u[2] & four) | (((u[0] >> 6) & two) << 4);         // scales 4..7
-  u[2] = low_mins;
-  u[0] &= six;  // scales 0..3
-  const __m128i both = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));  // scales 0..7, minimums 0..7
+  const __m128i both = gguf::k_scales(b);  // scales 0..7, minimums 0..7
   const __m128i mins = _mm_srli_si128(both, 8);
   return {gguf::half(b), {widen8(both), _mm256_setzero_si256()},
           _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mins)), _mm256_set1_ps(gguf::half(b + 2))),
