@@ -103,7 +103,8 @@ struct Format {
 using Bytes16 = __m128i;
 inline Bytes16 bytes16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 inline Bytes16 bytes16(const uint32_t (&w)[4]) {
-  return _mm_setr_epi32(static_cast<int>(w[0]), static_cast<int>(w[1]), static_cast<int>(w[2]), static_cast<int>(w[3]));
+  return _mm_setr_epi32(static_cast<int>(w[0]), static_cast<int>(w[1]), static_cast<int>(w[2]),
+                        static_cast<int>(w[3]));
 }
 #else
 struct Bytes16 {
@@ -122,8 +123,8 @@ inline Bytes16 bytes16(const uint32_t (&w)[4]) {  // little endian, as the file
 #endif
 struct Factors {
   alignas(64) float f[16];
-  Vec at(int k) const {  // one broadcast load (AVX2: Vec(f[k]) loaded the float first and broadcast it on port 5,
-#if defined(CPU_CAPABILITY_AVX2)  // which made eight rows of Q4_K 6-9% slower)
+  Vec at(int k) const {  // one broadcast load (AVX2: with Vec(f[k]) here eight rows of Q4_K were 6-9% slower, while
+#if defined(CPU_CAPABILITY_AVX2)  // Q6_K is faster that way: see Q6_K)
     return _mm256_broadcast_ss(f + k);
 #else
     return Vec(f[k]);
