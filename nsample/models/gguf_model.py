@@ -16,8 +16,6 @@ handled here: `supported()` says no and the caller loads them through transforme
 """
 import json
 import os
-import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -48,21 +46,13 @@ def metadata(path: Path, cache: Path) -> Path:
                  "nbytes": int(t.n_bytes)} for t in reader.tensors}}
     config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
-    try:
-        config.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / INDEX).write_text(json.dumps(index))
-        model_cache.record(tmp, path)
-        os.replace(tmp, target)
-    except OSError:
-        if not (target / INDEX).is_file():  # not another process winning the race
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    model_cache.prune(cache)
-    return target
+
+    def write(folder: Path) -> None:
+        config.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        (folder / INDEX).write_text(json.dumps(index))
+
+    return model_cache.make(target, path, INDEX, write)
 
 
 def _processor_class(arch: str):

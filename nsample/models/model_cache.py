@@ -8,7 +8,9 @@ records the file it was made from (SOURCE); making an entry removes those whose 
 Entries without a record (an older nsample's, or other folders) are left alone. No torch here."""
 import hashlib
 import json
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 SOURCE = "nsample_source.json"
@@ -23,6 +25,25 @@ def key(path: Path) -> str:
 def record(folder: Path, path: Path) -> None:
     """Write into `folder`, an entry before it is moved into place, the file it is made from."""
     (folder / SOURCE).write_text(json.dumps({"path": str(path.resolve()), "key": key(path)}))
+
+
+def make(target: Path, source: Path, marker: str, write) -> Path:
+    """The entry `target`, made from the file `source` by write(folder): written into a temporary folder beside it,
+    recorded, then moved into place at once; where another process moved its own there first (it has `marker`), that
+    one stays. Then the stale entries go."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        write(tmp)
+        record(tmp, source)
+        os.replace(tmp, target)
+    except OSError:
+        if not (target / marker).is_file():  # not another process winning the race
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    prune(target.parent)
+    return target
 
 
 def stale(entry: Path) -> bool:

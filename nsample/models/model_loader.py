@@ -1,7 +1,4 @@
 """Finding and loading models: the embedded SmolLM2 GGUF (cached as safetensors), hub ids, folders, .gguf files."""
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -40,20 +37,12 @@ def converted_gguf(gguf: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     del model.config.quantization_config  # weights are dequantized: save them as plain tensors
     model.hf_quantizer = None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        model_cache.record(tmp, gguf)
-        os.replace(tmp, target)
-    except OSError:
-        if not (target / "config.json").is_file():  # not another process winning the race
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    model_cache.prune(cache_dir())
-    return target
+
+    def write(folder: Path) -> None:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    return model_cache.make(target, gguf, "config.json", write)
 
 
 def model_source(model: str | None) -> tuple[str, str]:
