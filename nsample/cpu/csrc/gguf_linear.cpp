@@ -47,8 +47,15 @@ int64_t x_bytes() {
   return (l1 > 0 ? l1 : 32768) * 2 / 3;
 }
 // Columns a tile of R rows computes side by side: at one or two rows, one column's sum is a chain of dependent
-// multiply-adds whose latency, not the expansion, would bound the loop; two to four columns hide it.
-constexpr int columns(int R) { return R >= 4 ? 1 : GROUP / R; }
+// multiply-adds whose latency, not the expansion, would bound the loop; two to four columns hide it. At eight rows on
+// AVX-512 (32 registers) two, where the format allows (Format::PAIR_AT_8), each x vector then read once for both.
+template <class F>
+constexpr int columns(int R) {
+#if defined(CPU_CAPABILITY_AVX512)
+  if (R == 8 && F::PAIR_AT_8) return 2;
+#endif
+  return R >= 4 ? 1 : GROUP / R;
+}
 
 #if defined(CPU_CAPABILITY_AVX512)
 // The sums of eight accumulators' lanes, out[r] for a[r], each added exactly as vec_reduce_all adds one vector (lane
@@ -166,7 +173,7 @@ void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, in
       const Pass p{x, K, w + n * row, row, b0, b1, part + (g - g0) * GROUP * R * S, b0 == 0, b1 == nb,
                    y + n, ldy, bias ? bias + n : nullptr};
       if (cols == GROUP) {
-        for (int c = 0; c < GROUP; c += columns(R)) tile<F, R, columns(R)>(p, c);
+        for (int c = 0; c < GROUP; c += columns<F>(R)) tile<F, R, columns<F>(R)>(p, c);
       } else {
         for (int c = 0; c < cols; ++c) tile<F, R, 1>(p, c);  // the end of N
       }
