@@ -2,7 +2,8 @@
 where they cannot be.
 
 - int8_rows.cpp: the float work around the two-level int8 GEMM (int8_linear.py), bitwise the ATen ops it replaces.
-- gguf_formats.h, gguf_linear.cpp: linear layers on a GGUF's own blocks, read as the file holds them (gguf_model.py).
+- gguf_block.h, gguf_formats.h, gguf_kquants.h, gguf_linear.cpp: linear layers on a GGUF's own blocks, read as the
+  file holds them (gguf_model.py).
 - linear.cpp: a decode-time linear layer of either kind; decode_layer.cpp: the rest of a Llama-style layer's decode
   step around it (fused_decode.py).
 - race.cpp: the sampler's exponential race (nsample/engine/sampler.py), one pass a row.

@@ -155,7 +155,7 @@ struct Q5_K {  // Q4_K's nibbles with bit j of qh[i] as the fifth
   static __m512i scale2(const __m512i* s, int j) { return _mm512_shuffle_epi8(s[0], lanes4(j, j, j + 1, j + 1)); }
 #endif
 };
-struct Q6_K {  // d·scales[w / 16]·(q - 32), q's low four bits from ql and top two from qh (gguf_formats.h); the
+struct Q6_K {  // d·scales[w / 16]·(q - 32), q's low four bits from ql and top two from qh (gguf_kquants.h); the
                // bytes here are q itself (0..63), the -32 is OFFSET
   static constexpr bool K = true, MIN = false;
   static constexpr int OFFSET = 32;

@@ -1,0 +1,151 @@
+// What every GGUF block format (gguf_formats.h, gguf_kquants.h) is read with: the vector types, bytes widened to
+// int32 lanes, fp16 scales, the tables of a block's values (Levels), the exact multiply-adds, and Format, the base
+// of each format's struct.
+// The float32 weights equal gguf-py's numpy dequantizers (gguf/quants.py) bitwise: the same float32 operations in
+// the same order, never fused (the build has -ffp-contract=off), on exactly converted fp16 scales.
+// Written on at::vec (Vec = Vectorized<float>: S = 8 floats on AVX2, 16 on AVX-512), compiled per instruction set.
+#pragma once
+#include <ATen/ATen.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace gguf {
+
+using Vec = at::vec::Vectorized<float>;
+using Ints = at::vec::Vectorized<int32_t>;
+constexpr int S = Vec::size();
+constexpr int V = 32 / S;  // vectors per chunk of 32 weights
+static_assert(16 % S == 0, "a vector never straddles a half of 16 weights (Q4_0's nibbles, Q6_K's scales)");
+// A loop over a chunk's V vectors, unrolled: constant offsets, the lanes' branches resolved, w kept in registers.
+#define FOR_VECTORS(v) _Pragma("GCC unroll 8") for (int v = 0; v < V; ++v)  // V <= 8: S >= 4
+
+// S bytes from p, widened to S int32 lanes: one vpmovzxbd/vpmovsxbd on x86; elsewhere at::vec's generic convert.
+inline Ints u8(const uint8_t* p) {
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+  return at::vec::convert_to_int32<uint8_t>(p);
+#else
+  return at::vec::convert<int32_t>(at::vec::Vectorized<uint8_t>::loadu(p, S));
+#endif
+}
+inline Ints i8(const uint8_t* p) {
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+  return at::vec::convert_to_int32<int8_t>(reinterpret_cast<const int8_t*>(p));
+#else
+  return at::vec::convert<int32_t>(at::vec::Vectorized<int8_t>::loadu(p, S));
+#endif
+}
+inline Vec to_float(const Ints& q) { return at::vec::convert<float>(q); }  // exact: |q| < 2^24
+inline float half(const uint8_t* p) {  // an fp16 scale, exactly: F16C's scalar vcvtph2ps on x86 (Half's float()
+  uint16_t bits;                       // there converts a whole zmm), exact bit arithmetic elsewhere
+  std::memcpy(&bits, p, 2);
+  return c10::detail::fp16_ieee_to_fp32_value(bits);
+}
+// A block's two adjacent fp16 scales (d and m), each broadcast to a vector, exactly: on x86 one 4-byte broadcast,
+// one vector conversion (vcvtph2ps, as half() uses) and two in-lane permutes, where two half() calls and their
+// broadcasts cost about twice the instructions.
+inline void halves(const uint8_t* p, Vec& a, Vec& b) {
+#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
+  int32_t bits;
+  std::memcpy(&bits, p, 4);
+#if defined(CPU_CAPABILITY_AVX512)
+  const __m512 v = _mm512_cvtph_ps(_mm256_set1_epi32(bits));
+  a = _mm512_permute_ps(v, 0x00);
+  b = _mm512_permute_ps(v, 0x55);
+#else
+  const __m256 v = _mm256_cvtph_ps(_mm_set1_epi32(bits));
+  a = _mm256_permute_ps(v, 0x00);
+  b = _mm256_permute_ps(v, 0x55);
+#endif
+#else
+  a = Vec(half(p));
+  b = Vec(half(p + 2));
+#endif
+}
+inline Ints low(const Ints& u) { return u & Ints(0x0F); }
+inline Ints high(const Ints& u) {  // u < 256; an immediate shift on x86 (at::vec shifts by a vector of counts)
+#if defined(CPU_CAPABILITY_AVX512)
+  return _mm512_srli_epi32(u, 4);
+#elif defined(CPU_CAPABILITY_AVX2)
+  return _mm256_srli_epi32(u, 4);
+#else
+  return u >> Ints(4);
+#endif
+}
+
+// The weights a block's (or sub-block's) q of 4 or 5 bits stands for, fn(q) (Ints -> Vec). On AVX-512 a table of its
+// 16 or 32 values, fn(0 .. 15) and fn(16 .. 31) made once, and each weight one lane permute of its q, where it took
+// a conversion and a multiply-add (and a mask or two): the same float32 operations, so bitwise the same weights.
+// One row of Q4_K 10-13% faster. A permute reads only an index's low 4 or 5 bits, so the q given need not be masked
+// there (low4, five). Elsewhere (AVX2's permute has 8 lanes, NEON's none of floats) fn(q) itself.
+template <int BITS, class Fn>
+struct Levels {
+  static_assert(BITS == 4 || BITS == 5);
+  Fn fn;
+#if defined(CPU_CAPABILITY_AVX512)
+  Vec lo, hi;
+  explicit Levels(Fn f) : fn(f), lo(f(Ints::arange(0, 1))), hi(BITS == 5 ? f(Ints::arange(16, 1)) : lo) {}
+  Vec operator()(const Ints& q) const {
+    return BITS == 4 ? _mm512_permutexvar_ps(q, lo) : _mm512_permutex2var_ps(lo, q, hi);
+  }
+#else
+  explicit Levels(Fn f) : fn(f) {}
+  Vec operator()(const Ints& q) const { return fn(q); }
+#endif
+};
+template <int BITS, class Fn>
+Levels<BITS, Fn> levels(Fn fn) {
+  return Levels<BITS, Fn>(fn);
+}
+// A low nibble as a Levels index: bits above it are left where a table reads only the low bits.
+inline Ints low4(const Ints& u) {
+#if defined(CPU_CAPABILITY_AVX512)
+  return u;
+#else
+  return low(u);
+#endif
+}
+// A 5-bit q of a nibble (bits 0..3 of `nibble`; above them anything, from low4) and a fifth bit (bit 4 of `top`; on
+// AVX-512 its other bits anything): one bitwise select there.
+inline Ints five(const Ints& nibble, const Ints& top) {
+#if defined(CPU_CAPABILITY_AVX512)
+  return _mm512_ternarylogic_epi32(nibble, top, _mm512_set1_epi32(0x0F), 0xE4);  // bits of 0x0F from nibble, else top
+#else
+  return nibble | top;
+#endif
+}
+
+// d·q + m as one fused multiply-add, for the formats whose d·q is exact in float32: the significand bits of d times
+// those of q fit in 24 (Q4_1, Q5_1: an fp16 d's 11 and q <= 31's 5; Q4_K, Q5_K: fp16 d times a 6-bit scale, 17, and
+// q's 5). It then rounds once, as gguf-py's d·q (exact) followed by + m (rounded) does: bitwise the same weight.
+// d·q - m likewise (negating m for exact_mul_add made Q4_K's one-row decode 30-50% slower under AVX2).
+inline Vec exact_mul_add(const Vec& d, const Vec& q, const Vec& m) { return at::vec::fmadd(d, q, m); }
+inline Vec exact_mul_sub(const Vec& d, const Vec& q, const Vec& m) { return at::vec::fmsub(d, q, m); }
+
+// Every format: WEIGHTS per block (32 or 256), BYTES per block; chunk_with(block, j, w, prep) puts the block's
+// weights 32j .. 32j + 31 in w[0 .. V), given prepare(block, prep) once for the block: what its chunks share (Prep,
+// the K-quants' factors; nothing in the other formats, whose chunk(block, j, w) stands alone); expand(block, out)
+// writes all WEIGHTS.
+template <class F>
+struct Format {
+  // Whether a tile of eight rows takes two columns at once on AVX-512 (gguf_linear.cpp's columns): 8-15% faster for
+  // the formats whose chunks are a table read or a conversion; 1-3% slower for Q5_K and Q6_K, whose chunks need more
+  // registers (in-process A/B, 2026-12-04).
+  static constexpr bool PAIR_AT_8 = true;
+  struct Prep {};
+  static void prepare(const uint8_t*, Prep&) {}
+  static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep&) { F::chunk(b, j, w); }
+  static void expand(const uint8_t* block, float* out) {
+    typename F::Prep prep;
+    F::prepare(block, prep);
+    for (int j = 0; j < F::WEIGHTS / 32; ++j) {
+      Vec w[V];
+      F::chunk_with(block, j, w, prep);
+      FOR_VECTORS(v) w[v].store(out + 32 * j + S * v);
+    }
+  }
+};
+
+}  // namespace gguf
