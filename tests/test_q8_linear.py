@@ -48,27 +48,43 @@ def representable(M: int, K: int, block: int, seed: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("block", [32, 256])
-def test_rows_round_to_int8_block_by_block(ops, block):
-    x = torch.randn(3, 512) * torch.logspace(-3, 2, 512)
+@pytest.mark.parametrize("seed", range(8))
+def test_rows_round_to_int8_block_by_block(ops, block, seed):
+    x = torch.randn(3, 512, generator=torch.Generator().manual_seed(seed)) * torch.logspace(-3, 2, 512)
     x[1, :256] = 0.0  # all-zero blocks: scale 0, not NaN
     q, d, sums, qsums = ops.q8_quantize(x, block)
     nb = 512 // block
     assert q.dtype == torch.int8 and d.shape == (3, nb) and sums.shape == (3, 16)
     blocks = x.view(3, nb, block)
-    assert torch.equal(d, blocks.abs().amax(dim=2) / 127)
+    top = blocks.abs().amax(dim=2, keepdim=True)
+    # true float32 divisions, as the kernel's: torch takes `127 / t` as t.reciprocal() * 127 and `t / 127` as
+    # t * (1 / 127), each off by an ulp now and then (seed 450 gave 31.499998 here and 31.5 there)
+    by = torch.full_like(top, 127.0)
+    assert torch.equal(d, (top / by).squeeze(2))
     assert q.abs().max() <= 127 and d[1, 0] == 0 and not q[1, :256].any()
     error = (blocks - d[..., None] * q.view(3, nb, block).float()).abs()
     assert (error <= d[..., None] / 2 * (1 + 1e-5)).all()
-    # the float Σx of each 32 (the minimums' factor)
-    assert sums.dtype == torch.float32 and torch.allclose(sums, x.view(3, 16, 32).sum(dim=2), rtol=1e-5, atol=1e-6)
+    # the float Σx of each 32 (the minimums' factor), to float32 summation's bound: 31 roundings of at most 2^-24
+    # of Σ|x| (a relative tolerance fails where the terms cancel)
+    exact = x.double().view(3, 16, 32).sum(dim=2)
+    assert sums.dtype == torch.float32
+    assert ((sums.double() - exact).abs() <= 31 * 2.0**-24 * x.double().abs().view(3, 16, 32).sum(dim=2)).all()
     if block == 32:
         assert qsums.shape == (3, 0)
     else:  # Σq of each 16, exact (llama.cpp's Q8_K bsums: Q6_K's offset)
         assert qsums.dtype == torch.int16 and torch.equal(qsums.long(), q.view(3, 32, 16).long().sum(dim=2))
-    top = blocks.abs().amax(dim=2, keepdim=True)
-    inv = torch.where(top > 0, 127 / top, torch.zeros(()))
+    inv = torch.where(top > 0, by / top, torch.zeros(()))
     assert torch.equal(q.view(3, nb, block).float(), torch.round(blocks * inv))  # nearest, ties to even
     assert ops.q8_block(12) == ops.q8_block(13) == ops.q8_block(14) == 256 and ops.q8_block(3) == 32
+
+
+def test_rounding_takes_the_true_division(ops):
+    """127 / max|x| divided in float32 (0.996408403 here; a reciprocal times 127 gives the float below it), and x
+    times it (31.5 exactly) rounded to even."""
+    x = torch.zeros(1, 32)
+    x[0, 0], x[0, 1] = 127.45777893066406, 31.613542556762695
+    q, _, _, _ = ops.q8_quantize(x, 32)
+    assert q[0, 0] == 127 and q[0, 1] == 32
 
 
 @pytest.mark.parametrize("M", [1, 3, 7, 17])
