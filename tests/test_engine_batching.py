@@ -240,6 +240,9 @@ def test_a_short_prompt_is_prefilled_ahead_of_a_long_one(fresh):
         short = engine.submit("A short question", n=1, seed=3, max_tokens=2)
         short_len = len(short.prompt_ids)
         short.result(timeout=120), late.result(timeout=120)
+    if engine.runner.fused is not None:  # a quantized model (int8 on a CPU with AMX): the short prompt's chunk runs
+        at = packs.index([short_len])  # in the C++ kernels, then its step's model forward takes the long one's rest
+        packs[at:at + 2] = [packs[at] + packs[at + 1]]
     assert all(sum(pack) == 64 for pack in packs[:-1]) and sum(map(sum, packs)) == 1000 + short_len
     joined = packs.index([short_len, 64 - short_len])  # the short prompt whole, first, then a long chunk's rest
     assert joined < len(packs) - 3  # well before the long prompt's last chunk

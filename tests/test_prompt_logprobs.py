@@ -42,14 +42,17 @@ def test_equal_to_the_models_forward_with_ranks_and_alternatives(engine, model_a
     result = engine.generate(ids, n=3, seed=4, max_tokens=3, prompt_logprobs=4)
     other.result()
     ref, lps = reference(model, ids), result.prompt_logprobs
+    # float32 weights: the same numbers up to the order of sums; int8 ones (quantize="auto" on a CPU with AMX) are
+    # the model's own int8 modules there, whose products vary with the rows packed and chunked with them
+    tol = 1e-4 if engine.quantize == "none" else 1e-3
     assert len(lps) == len(ids) and lps[0] is None
     for j in range(1, len(ids)):
         t, row = lps[j], ref[j - 1]
-        assert t.token_id == ids[j] and t.logprob == pytest.approx(row[ids[j]].item(), abs=1e-4)
-        assert t.rank == int((row > row[ids[j]]).sum()) + 1
+        assert t.token_id == ids[j] and t.logprob == pytest.approx(row[ids[j]].item(), abs=tol)
+        assert int((row > t.logprob + tol).sum()) + 1 <= t.rank <= int((row > t.logprob - tol).sum()) + 1
         top = row.topk(4)
         assert [i for i, _, _ in t.top] == top.indices.tolist()
-        assert [v for _, _, v in t.top] == pytest.approx(top.values.tolist(), abs=1e-4)
+        assert [v for _, _, v in t.top] == pytest.approx(top.values.tolist(), abs=tol)
         assert t.token_bytes == engine.token_bytes(ids[j])
 
 
