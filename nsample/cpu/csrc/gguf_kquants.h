@@ -82,6 +82,12 @@ inline Ints top_bit(const Ints& u, int j) {
   return ((u >> Ints(j)) & Ints(1)) << Ints(4);
 #endif
 }
+// Sub-block j's weights (d·sc_j)·q - dmin·m_j of a Q4_K or Q5_K block (Levels), from the block's factors.
+template <int BITS>
+inline auto k_levels(const Factors& f, int j) {
+  const Vec ds = f.at(j), dm = f.at(8 + j);
+  return levels<BITS>([ds, dm](const Ints& q) { return exact_mul_sub(ds, to_float(q), dm); });
+}
 // A Q4_K or Q5_K block's factors: d·sc_j at j and dmin·m_j at 8 + j, the same float32 products gguf-py computes.
 inline Factors k_factors(const uint8_t* b) { return factors<false>(k_scales(b), half(b), half(b + 2)); }
 
@@ -92,8 +98,7 @@ struct Q4_K : Format<Q4_K> {
   using Prep = Factors;
   static void prepare(const uint8_t* b, Prep& f) { f = k_factors(b); }
   static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep& f) {
-    const Vec ds = f.at(j), dm = f.at(8 + j);
-    const auto level = levels<4>([&](const Ints& q) { return exact_mul_sub(ds, to_float(q), dm); });
+    const auto level = k_levels<4>(f, j);
     const uint8_t* qs = b + 16 + 32 * (j / 2);
     FOR_VECTORS(v) {
       const Ints u = u8(qs + S * v);
@@ -109,8 +114,7 @@ struct Q5_K : Format<Q5_K> {
   using Prep = Factors;
   static void prepare(const uint8_t* b, Prep& f) { f = k_factors(b); }
   static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep& f) {
-    const Vec ds = f.at(j), dm = f.at(8 + j);
-    const auto level = levels<5>([&](const Ints& q) { return exact_mul_sub(ds, to_float(q), dm); });
+    const auto level = k_levels<5>(f, j);
     const uint8_t* qs = b + 48 + 32 * (j / 2);
     FOR_VECTORS(v) {
       const Ints u = u8(qs + S * v), h = top_bit(u8(b + 16 + S * v), j);
