@@ -83,14 +83,14 @@ inline Ints high(const Ints& u) {  // u < 256; an immediate shift on x86 (at::ve
 template <int BITS, class Fn>
 struct Levels {
   static_assert(BITS == 4 || BITS == 5);
-  Fn fn;
 #if defined(CPU_CAPABILITY_AVX512)
   Vec lo, hi;
-  explicit Levels(Fn f) : fn(f), lo(f(Ints::arange(0, 1))), hi(BITS == 5 ? f(Ints::arange(16, 1)) : lo) {}
+  explicit Levels(Fn f) : lo(f(Ints::arange(0, 1))), hi(BITS == 5 ? f(Ints::arange(16, 1)) : lo) {}
   Vec operator()(const Ints& q) const {
     return BITS == 4 ? _mm512_permutexvar_ps(q, lo) : _mm512_permutex2var_ps(lo, q, hi);
   }
 #else
+  Fn fn;
   explicit Levels(Fn f) : fn(f) {}
   Vec operator()(const Ints& q) const { return fn(q); }
 #endif

@@ -146,7 +146,7 @@ struct Q6_K : Format<Q6_K> {
     const Vec tops(_mm512_setr_ps(-32, -16, 0, 16, -32, -16, 0, 16, -32, -16, 0, 16, -32, -16, 0, 16));
     FOR_VECTORS(v) {
       const Ints u = u8(ql + S * v), h = u8(qh + S * v);
-      const Vec q = Vec(_mm512_permutexvar_ps(t < 2 ? __m512i(u) : _mm512_srli_epi32(u, 4), lows)) +
+      const Vec q = Vec(_mm512_permutexvar_ps(t < 2 ? low4(u) : high(u), lows)) +
                     Vec(_mm512_permutexvar_ps(_mm512_srli_epi32(h, 2 * t), tops));
       w[v] = Vec(f.f[2 * j + S * v / 16]) * q;
     }
