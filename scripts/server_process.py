@@ -49,8 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
-def target(args: argparse.Namespace):
-    """Yield the Target; a server this started is stopped on exit."""
+def target(args: argparse.Namespace, extra: dict[str, str] | None = None):
+    """Yield the Target; a server this started (with `extra` in its environment) is stopped on exit."""
     if args.url:
         yield Target(args.url.rstrip("/").removesuffix("/v1"), args.pid)
         return
@@ -58,6 +58,7 @@ def target(args: argparse.Namespace):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("NSAMPLE_") or k == "NSAMPLE_CACHE_DIR"}
+    env |= extra or {}
     model = [] if args.model == "embedded" else ["--model", args.model]
     cmd = [sys.executable, "-m", "nsample.cli", "serve", *model, "--port", str(port), "--log-level", "warning",
            *args.serve_arg]
