@@ -36,6 +36,13 @@ struct Factors {
   Vec at(int k) const {  // one broadcast load (AVX2: with Vec(f[k]) here eight rows of Q4_K were 6-9% slower, while
 #if defined(CPU_CAPABILITY_AVX2)  // Q6_K is faster that way: see Q6_K)
     return _mm256_broadcast_ss(f + k);
+#elif defined(CPU_CAPABILITY_AVX512)
+    // On AVX-512 GCC turned Vec(f[k]), and _mm512_broadcastss_ps of a load too, into a vpermd of the factors
+    // still in a register where it could: one more uop for port 5, the port the tables' reads wait for. A memory
+    // operand it must keep: one row of Q6_K 9-11% faster, Q5_K 2-3%, eight rows 2-4% (in-process A/B, 1 thread).
+    __m512 r;
+    asm("vbroadcastss %1, %0" : "=v"(r) : "m"(f[k]));
+    return r;
 #else
     return Vec(f[k]);
 #endif
@@ -171,7 +178,7 @@ struct Q6_K : Format<Q6_K> {
       const Ints u = u8(ql + S * v), h = u8(qh + S * v);
       const Vec q = Vec(_mm512_permutexvar_ps(t < 2 ? low4(u) : high(u), lows)) +
                     Vec(_mm512_permutexvar_ps(_mm512_srli_epi32(h, 2 * t), tops));
-      w[v] = Vec(f.f[2 * j + S * v / 16]) * q;
+      w[v] = f.at(2 * j + v) * q;
     }
 #else
     FOR_VECTORS(v) {  // Vec(f[k]), not at(k): eight rows 10% faster under AVX2, the reverse of Q4_K
