@@ -134,6 +134,9 @@ struct Format {
   // the formats whose chunks are a table read or a conversion; 1-3% slower for Q5_K and Q6_K, whose chunks need more
   // registers (in-process A/B, 2026-12-04).
   static constexpr bool PAIR_AT_8 = true;
+  // Rows below which a tile prepares each block's shared part once (prepare, then chunk_with); from there on it calls
+  // chunk alone (Scaled's formats, gguf_formats.h). Always, here.
+  static constexpr int PREPARED_BELOW = 1 << 30;
   struct Prep {};
   static void prepare(const uint8_t*, Prep&) {}
   static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep&) { F::chunk(b, j, w); }

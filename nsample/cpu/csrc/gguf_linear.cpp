@@ -108,20 +108,26 @@ struct Pass {
 // slicing, so rows are bitwise independent.
 template <class F, int R, int C>
 void tile(const Pass& p, int c0) {
+  constexpr bool PREPARED = R < F::PREPARED_BELOW;
   Vec acc[R][C];  // the unrolled loops below keep these in registers
   float* part = p.part + c0 * R * S;
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = p.first ? Vec(0.0f) : Vec::loadu(part + (c * R + r) * S);
   for (int64_t b = p.b0; b < p.b1; ++b) {
     typename F::Prep prep[C];  // each column's block's shared part (a K-quant's factors), once for its chunks
-    for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, prep[c]);
+    if constexpr (PREPARED)
+      for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, prep[c]);
 #pragma GCC unroll 8  // a K-quant's eight sub-blocks: their factors' lanes and nibble picks resolved at compile time
     for (int j = 0; j < F::WEIGHTS / 32; ++j) {
       const float* xb = p.x + b * F::WEIGHTS + 32 * j;
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         Vec wv[V];
-        F::chunk_with(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv, prep[c]);
+        if constexpr (PREPARED) {
+          F::chunk_with(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv, prep[c]);
+        } else {
+          F::chunk(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv);
+        }
         FOR_VECTORS(v)  // each weight vector to all rows, then dead: fewer registers live at once (AVX2 has 16)
 #pragma GCC unroll 16
           for (int r = 0; r < R; ++r)
