@@ -43,22 +43,30 @@ inline float half(const uint8_t* p) {  // an fp16 scale, exactly: F16C's scalar 
   std::memcpy(&bits, p, 2);
   return c10::detail::fp16_ieee_to_fp32_value(bits);
 }
-// A block's two adjacent fp16 scales (d and m), each broadcast to a vector, exactly: on x86 one 4-byte broadcast,
-// one vector conversion (vcvtph2ps, as half() uses) and two in-lane permutes, where two half() calls and their
-// broadcasts cost about twice the instructions.
-inline void halves(const uint8_t* p, Vec& a, Vec& b) {
 #if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
+// A block's two adjacent fp16 scales at p (d and m), exactly: one 4-byte broadcast and one vector conversion
+// (vcvtph2ps, as half() uses), d in the even lanes and m in the odd ones.
+inline Vec scale_pair(const uint8_t* p) {
   int32_t bits;
   std::memcpy(&bits, p, 4);
 #if defined(CPU_CAPABILITY_AVX512)
-  const __m512 v = _mm512_cvtph_ps(_mm256_set1_epi32(bits));
+  return _mm512_cvtph_ps(_mm256_set1_epi32(bits));
+#else
+  return _mm256_cvtph_ps(_mm_set1_epi32(bits));
+#endif
+}
+#endif
+// The same two scales, each broadcast to a vector: on x86 scale_pair and two in-lane permutes, where two half() calls
+// and their broadcasts cost about twice the instructions.
+inline void halves(const uint8_t* p, Vec& a, Vec& b) {
+#if defined(CPU_CAPABILITY_AVX512)
+  const __m512 v = scale_pair(p);
   a = _mm512_permute_ps(v, 0x00);
   b = _mm512_permute_ps(v, 0x55);
-#else
-  const __m256 v = _mm256_cvtph_ps(_mm_set1_epi32(bits));
+#elif defined(CPU_CAPABILITY_AVX2)
+  const __m256 v = scale_pair(p);
   a = _mm256_permute_ps(v, 0x00);
   b = _mm256_permute_ps(v, 0x55);
-#endif
 #else
   a = Vec(half(p));
   b = Vec(half(p + 2));

@@ -111,9 +111,7 @@ inline auto k_levels(const Factors& f, int j) {
 // register, or as two 64-bit words, made one row 6-22% slower, though llvm-mca counts fewer cycles for both.)
 inline Factors k_factors(const uint8_t* b) {
 #if defined(CPU_CAPABILITY_AVX512)
-  int32_t bits;
-  std::memcpy(&bits, b, 4);
-  const __m512 both = _mm512_cvtph_ps(_mm256_set1_epi32(bits));  // d, dmin, d, dmin, ... exactly
+  const __m512 both = scale_pair(b);  // d, dmin, d, dmin, ...
   const __m512i lanes = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);  // d to 0..7, dmin 8..15
   return factors<false>(k_scales(b), _mm512_permutexvar_ps(lanes, both));
 #else
