@@ -57,6 +57,17 @@ def test_detokenizer_holds_split_characters_until_complete(tiny_engine, text):
     assert "".join(deltas) == text and not any("\ufffd" in x for x in deltas)
 
 
+def test_a_choice_cut_inside_a_character_ends_in_a_replacement_character(tiny_engine):
+    tok = tiny_engine.tokenizer
+    part = tok("🙂", add_special_tokens=False)["input_ids"][0]  # the emoji's first bytes: not a character alone
+    assert tok.decode([part]) == "\ufffd"
+    req = tiny_engine.submit("Cut", n=2, seed=0, max_tokens=1, logit_bias={part: 100})
+    streamed = "".join(ev.text for ev in req)
+    r = req.result()
+    assert [(c.token_ids, c.text, c.finish_reason) for c in r.choices] == [([part], "\ufffd", "length")] * 2
+    assert streamed == "\ufffd" * 2
+
+
 def _stop_spanning_tokens(engine, prompt, seed):
     """A stop string cut from a real output so that it spans a token boundary, and where it starts."""
     c = engine.generate(prompt, n=1, seed=seed, max_tokens=40, ignore_eos=True).choices[0]
