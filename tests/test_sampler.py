@@ -71,3 +71,19 @@ def test_greedy_rows_take_the_argmax():
     logits = torch.tensor([[0.1, 3.0, 0.2], [2.0, 0.0, 1.0]])
     out = sampler.sample(logits, torch.tensor([0.0, 1.0]), torch.tensor([0, 1]), torch.tensor([0, 0]))
     assert out[0] == 1
+
+
+def test_top_logprobs_order_ties_as_greedy_breaks_them():
+    torch.manual_seed(0)
+    logits = torch.randn(64, 49152).to(torch.bfloat16).float()  # logits from a bfloat16 model: equal values are common
+    logits[:4, [7, 40000, 123]] = 50.0  # a three-way tie at the top
+    zeros = torch.zeros(64, dtype=torch.long)
+    greedy = sampler.sample(logits, torch.zeros(64), zeros, zeros)
+    chosen, top = sampler.token_logprobs(logits, greedy, 3)
+    assert torch.equal(top.indices[:, 0], greedy)  # each greedy token leads its own top list
+    assert top.indices[:4].tolist() == [[7, 123, 40000]] * 4
+    assert torch.equal(top.values, logits.log_softmax(-1).gather(-1, top.indices))
+    assert torch.equal(chosen, top.values[:, 0])
+    assert (top.values[:, :-1] >= top.values[:, 1:]).all()
+    _, _, prompt_top = sampler.prompt_token_logprobs(logits, greedy, 3)
+    assert torch.equal(prompt_top.indices, top.indices)

@@ -13,6 +13,7 @@ differences between a batch of n and a batch of 1 into token flips far more ofte
 seed-contract test); the race flips only when the two best perturbed scores are within rounding.
 """
 import functools
+from typing import NamedTuple
 
 import torch
 
@@ -131,22 +132,49 @@ def race(probs, seeds, positions):
     return tokens
 
 
+class Top(NamedTuple):
+    values: torch.Tensor  # (R, n) logprobs, best first
+    indices: torch.Tensor  # (R, n) their token ids
+
+
+def top_ids(logits, n: int):
+    # logits (R, V) -> (R, n) the ids of the n largest, best first, equal values in the order argmax breaks them (the
+    # lower id first), so that a greedy token leads its own top list: topk orders equal values arbitrarily (on a CPU
+    # and on cuda), and bfloat16 logits tie often
+    top = logits.topk(min(n + 1, logits.shape[-1]), dim=-1)  # (R, n + 1): one more, to see a tie at the edge
+    ids = top.indices[:, :n].clone()
+    tied = (top.values[:, 1:] == top.values[:, :-1]).any(-1)  # (R,)
+    if bool(tied.any()):
+        rows = tied.nonzero()[:, 0]
+        ids[rows] = logits[rows].sort(dim=-1, descending=True, stable=True).indices[:, :n]
+    return ids
+
+
+def top_logprobs(logits, logp, n: int):
+    # logits (R, V) and their log_softmax logp -> Top of n, ordered by the logits (log_softmax can round two of them
+    # to one logprob, and argmax reads the logits), or None for n = 0
+    if not n:
+        return None
+    ids = top_ids(logits, n)
+    return Top(logp.gather(-1, ids), ids)
+
+
 def token_logprobs(raw_logits, tokens, top_n: int):
-    # raw_logits (R, V) straight from the model; tokens (R,) -> chosen (R,), top values/ids (R, top_n)
-    logp = raw_logits.float().log_softmax(-1)
+    # raw_logits (R, V) straight from the model; tokens (R,) -> chosen (R,), Top (R, top_n) or None
+    logits = raw_logits.float()
+    logp = logits.log_softmax(-1)
     chosen = logp.gather(-1, tokens[:, None])[:, 0]
-    top = logp.topk(top_n, dim=-1) if top_n else None
-    return chosen, top
+    return chosen, top_logprobs(logits, logp, top_n)
 
 
 def prompt_token_logprobs(raw_logits, next_ids, top_n: int):
     # raw_logits (C, V) of C prompt positions; next_ids (C,) the prompt tokens they predict -> chosen (C,),
     # ranks (C,) (1 = the most likely token), top values/ids (C, top_n)
-    logp = raw_logits.float().log_softmax(-1)
+    logits = raw_logits.float()
+    logp = logits.log_softmax(-1)
     chosen = logp.gather(-1, next_ids[:, None])[:, 0]
     ranks = (logp > chosen[:, None]).sum(-1) + 1
-    top = logp.topk(top_n, dim=-1) if top_n else None
-    return chosen, ranks, top
+    return chosen, ranks, top_logprobs(logits, logp, top_n)
 
 
 def sample_rows(logits, p, seeds, positions, counts=None, bias=None, allowed=None):
