@@ -29,7 +29,7 @@ the same file. Above each model's table it prints, once:
     nsample.cpu.weights_report.describe() gives them ("-" without it), and the GGUF's own tensor types and bytes.
 Usage: python scripts/benchmark.py [--model M | --gguf FILE [FILE ...]] [--methods fast llama ...]
        [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64] [--isa avx2|avxvnni|avx512|avx512vnni|neon]
-       [--rounds K]
+       [--rounds K] [--device cuda] [--dtype bfloat16] [--decode-width W]
 With --rounds K (for a busy machine, whose speed moves by tens of percent from minute to minute), each row runs every
 method K times, alternated, and shows each method's median run and the range of the rounds' fast/llama ratios.
 """
@@ -102,7 +102,7 @@ def load_engine(args, quantize: str, activations: str = "float32"):
 
     t1 = time.perf_counter()
     engine = nsample.load(args.model, device=args.device, dtype=args.dtype, quantize=quantize,
-                          decode_activations=activations)
+                          decode_activations=activations, decode_width=args.decode_width)
     return engine, {"import_s": t1 - t0, "load_s": time.perf_counter() - t1, **memory("load")}
 
 
@@ -188,7 +188,8 @@ def run_json(cmd: list[str], env: dict | None = None) -> dict:
 
 def nsample_cmd(args, target: Target, *mode: str) -> list[str]:
     return [sys.executable, __file__, *mode, "--new-tokens", str(args.new_tokens), "--device", args.device,
-            "--dtype", args.dtype] + (["--model", target.model] if target.model else [])
+            "--dtype", args.dtype] + (["--model", target.model] if target.model else []) + \
+        (["--decode-width", str(args.decode_width)] if args.decode_width else [])
 
 
 def spawn(args, target: Target, method: str, P: int, n: int) -> dict:
@@ -296,7 +297,7 @@ def header(args, target: Target, loads: list[dict], row: dict) -> str:
     lines = [(f"model {name} on {ns.get('device', '-')} ({ns.get('dtype', '-')}; fast = quantize "
               f"{row.get('fast', cached).get('quantize', '-')}), torch {torch.__version__}, {args.threads} threads, "
               f"{args.new_tokens} new tokens per choice, temperature 1, eos ignored, each measurement in a fresh "
-              "process")]
+              "process" + (f"; nsample's decode_width {args.decode_width}" if args.decode_width else ""))]
     if target.gguf:
         from make_fixtures import summary
 
@@ -389,6 +390,8 @@ def main():
                     help="GGUF file(s) to run the table on, one table each (repeatable); both engines load the file")
     ap.add_argument("--device", default="auto", help="nsample's device (auto: cuda, mps, else cpu)")
     ap.add_argument("--dtype", default="auto", help="nsample's dtype (auto: bfloat16 on cuda, else float32)")
+    ap.add_argument("--decode-width", type=int, default=None,
+                    help="nsample's decode_width (EngineConfig: rows padded to a multiple of it, for batch invariance)")
     ap.add_argument("--prompts", type=int, nargs="+", default=[16, 512, 1024], help="prompt lengths, in tokens")
     ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 8, 16], help="choices per request")
     ap.add_argument("--new-tokens", type=int, default=64, help="new tokens per choice")

@@ -1,16 +1,14 @@
 import pytest
+from engine_device import load, make_tiny_engine
 
-import nsample
 from nsample.cpu import kernels
 from nsample.engine import Engine
-from nsample.models.tiny_model import tiny_model
 
 
 @pytest.fixture(scope="session")
 def tiny_engine() -> Engine:
     """A tiny random Llama with SmolLM2's real tokenizer, shared by the fast tests."""
-    model, tokenizer = tiny_model()
-    engine = Engine(model, tokenizer, name="nsample/tiny-random")
+    engine = make_tiny_engine()
     yield engine
     engine.close()
 
@@ -18,7 +16,7 @@ def tiny_engine() -> Engine:
 @pytest.fixture(scope="session")
 def smol_engine() -> Engine:
     """The embedded SmolLM2-135M-Instruct (converted once to a safetensors cache)."""
-    engine = nsample.load()
+    engine = load()
     yield engine
     engine.close()
 

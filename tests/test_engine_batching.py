@@ -5,12 +5,11 @@ import time
 import httpx
 import pytest
 from api_helpers import wait_until
+from engine_device import KV_SCALE, make_tiny_engine
 from forward_recorder import decode_cohorts, forward_shapes, prefill_packs
 from live_server import live_server
 
-from nsample import EngineConfig
 from nsample.engine import Engine, request_state
-from nsample.models.tiny_model import tiny_model
 from nsample.server import create_app
 
 
@@ -20,8 +19,7 @@ def fresh():
     engines = []
 
     def make(**config) -> Engine:
-        model, tok = tiny_model()
-        engines.append(Engine(model, tok, EngineConfig(**config), name="nsample/tiny-random"))
+        engines.append(make_tiny_engine(**config))
         return engines[-1]
 
     yield make
@@ -147,7 +145,7 @@ def test_streams_of_concurrent_requests_interleave(fresh):
 
 
 def test_requests_that_fit_alone_but_not_together_run_one_after_the_other(fresh):
-    engine = fresh(kv_budget_gb=0.001)  # 1 MiB; the tiny model's KV is 512 bytes per token
+    engine = fresh(kv_budget_gb=0.001 * KV_SCALE)  # 1 MiB; the tiny model's KV is 512 bytes per token (float32)
     prompt = [100 + i % 50 for i in range(40)]
     need = engine._kv_bytes(len(prompt), 4, 400)
     assert need < engine.kv_budget < 2 * need

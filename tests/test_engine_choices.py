@@ -3,10 +3,10 @@ import threading
 
 import pytest
 import torch
+from engine_device import DTYPE, make_tiny_engine
 from forward_recorder import forward_shapes
 
-from nsample import EngineConfig, InvalidRequest
-from nsample.engine import Engine
+from nsample import InvalidRequest
 from nsample.engine.engine_base import wrap_seed
 from nsample.sampling_params import INT64_MAX
 
@@ -103,10 +103,7 @@ def test_max_tokens_beyond_the_window_is_clipped_to_what_fits(tiny_engine):
 
 
 def test_a_request_that_cannot_fit_in_memory_is_refused_before_it_runs():
-    from nsample.models.tiny_model import tiny_model
-
-    model, tok = tiny_model()
-    engine = Engine(model, tok, EngineConfig(kv_budget_gb=0.001))
+    engine = make_tiny_engine(kv_budget_gb=0.001)
     try:
         with pytest.raises(InvalidRequest) as e:
             engine.submit("hi", n=64, max_tokens=1000)
@@ -172,12 +169,14 @@ def test_logprobs_come_with_top_alternatives(tiny_engine):
 
 def test_frequency_penalty_reduces_repetition(tiny_engine):
     def repeats(**kw):
-        r = tiny_engine.generate("Repeat", n=2, seed=5, max_tokens=60, ignore_eos=True, temperature=0, **kw)
+        r = tiny_engine.generate("Repeat", n=2, seed=5, max_tokens=200, ignore_eos=True, temperature=0, **kw)
         return sum(len(c.token_ids) - len(set(c.token_ids)) for c in r.choices)
 
-    assert repeats(frequency_penalty=2.0) < repeats()
-    assert repeats(presence_penalty=2.0) < repeats()
-    assert repeats(repetition_penalty=2.0) < repeats()
+    base = repeats()
+    assert base > 0, "the random model repeated nothing; the test proves nothing"  # 18 here (bfloat16: 10); 60 tokens: 2
+    assert repeats(frequency_penalty=2.0) < base
+    assert repeats(presence_penalty=2.0) < base
+    assert repeats(repetition_penalty=2.0) < base
 
 
 def test_dataframe_has_one_row_per_choice(tiny_engine):
@@ -194,10 +193,7 @@ def test_top_k_one_is_greedy(tiny_engine):
 
 
 def test_fixed_decode_width_pads_rows_and_keeps_the_seed_contract():
-    from nsample.models.tiny_model import tiny_model
-
-    model, tok = tiny_model()
-    engine = Engine(model, tok, EngineConfig(decode_width=4))
+    engine = make_tiny_engine(decode_width=4)
     try:
         with forward_shapes(engine) as shapes:
             wide = engine.generate("Fixed width", n=3, seed=5, max_tokens=30, stop=["e"])
@@ -209,12 +205,11 @@ def test_fixed_decode_width_pads_rows_and_keeps_the_seed_contract():
         engine.close()
 
 
+@pytest.mark.skipif(DTYPE != "float32", reason="below float32 the two attention orders round apart and the sampled "
+                    "tokens part after a while")
 def test_shared_prefix_attention_gives_the_same_tokens_as_a_forked_cache(tiny_engine):
-    from nsample.models.tiny_model import tiny_model
-
     assert tiny_engine.shared_prefix
-    model, tok = tiny_model()
-    forked = Engine(model, tok, EngineConfig(shared_prefix=False))
+    forked = make_tiny_engine(shared_prefix=False)
     try:
         assert not forked.shared_prefix
         prompt = [100 + i % 77 for i in range(300)]
@@ -230,12 +225,9 @@ def test_shared_prefix_attention_gives_the_same_tokens_as_a_forked_cache(tiny_en
 
 
 def test_memory_admission_counts_a_shared_prompt_once():
-    from nsample.models.tiny_model import tiny_model
-
     prompt = [100 + i % 50 for i in range(1000)]  # 16 x 1010 tokens of KV only fit with the prompt stored once
     for shared in (True, False):
-        model, tok = tiny_model()
-        engine = Engine(model, tok, EngineConfig(kv_budget_gb=0.001, shared_prefix=shared))
+        engine = make_tiny_engine(kv_budget_gb=0.001, shared_prefix=shared)
         try:
             if shared:
                 assert len(engine.generate(prompt, n=16, seed=0, max_tokens=10).choices) == 16

@@ -2,6 +2,7 @@
 import importlib.util
 
 import pytest
+from engine_device import load
 
 import nsample
 from nsample.cpu.gguf_linear import GGUFLinear
@@ -70,7 +71,7 @@ def test_non_ascii_streams_intact_on_the_embedded_model(smol_engine):
 
 
 def test_a_gguf_path_and_a_local_folder_load_too(smol_engine):
-    gguf = nsample.load(str(embedded_gguf()))
+    gguf = load(str(embedded_gguf()))
     try:
         assert gguf.name == "SmolLM2-135M-Instruct.Q4_1"
         a = gguf.generate(CHAT, n=2, seed=3, max_tokens=12).choices
@@ -79,7 +80,7 @@ def test_a_gguf_path_and_a_local_folder_load_too(smol_engine):
     finally:
         gguf.close()
     folder = converted_gguf(embedded_gguf())  # transformers' float32 conversion, saved as a model folder
-    local = nsample.load(str(folder))
+    local = load(str(folder))
     try:
         assert local.generate(CHAT, temperature=0, max_tokens=5).choices[0].token_ids == \
             smol_engine.generate(CHAT, temperature=0, max_tokens=5).choices[0].token_ids
