@@ -29,7 +29,7 @@ namespace {
 // NEON (16 registers); on AVX-512 (32) 16 for the formats that take one column at a time there, and 8 for those
 // that take two at eight rows (Format::PAIR_AT_8, columns below): sixteen accumulators either way. For the latter,
 // sixteen rows as two tiles of eight were 1.15-1.35x as fast as one tile of sixteen (in-process A/B, 1 thread, 16
-// and 32 rows); Q5_K's time was the same, Q6_K's 4% longer.
+// and 32 rows); Q6_K's 4% longer (Q5_K, paired since with Format::SHARED_X: 8% faster).
 template <class F>
 constexpr int tile_rows() {
 #if defined(CPU_CAPABILITY_AVX512)
@@ -54,7 +54,7 @@ int64_t x_bytes() {
 }
 // Columns a tile of R rows computes side by side: at one or two rows, one column's sum is a chain of dependent
 // multiply-adds whose latency, not the expansion, would bound the loop; two to four columns hide it. At eight rows on
-// AVX-512 (32 registers) two, where the format allows (Format::PAIR_AT_8), each x vector then read once for both.
+// AVX-512 (32 registers) two, where the format allows (Format::PAIR_AT_8), each x vector read for both.
 template <class F>
 constexpr int columns(int R) {
 #if defined(CPU_CAPABILITY_AVX512)
@@ -120,18 +120,37 @@ void tile(const Pass& p, int c0) {
 #pragma GCC unroll 8  // a K-quant's eight sub-blocks: their factors' lanes and nibble picks resolved at compile time
     for (int j = 0; j < F::WEIGHTS / 32; ++j) {
       const float* xb = p.x + b * F::WEIGHTS + 32 * j;
+      if constexpr (R >= 8 && C > 1 && F::SHARED_X) {  // all columns' chunks, then each x vector once for all
+        Vec wv[C][V];
 #pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) {
-        Vec wv[V];
-        if constexpr (PREPARED) {
-          F::chunk_with(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv, prep[c]);
-        } else {
-          F::chunk(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv);
+        for (int c = 0; c < C; ++c) {
+          if constexpr (PREPARED) {
+            F::chunk_with(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv[c], prep[c]);
+          } else {
+            F::chunk(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv[c]);
+          }
         }
-        FOR_VECTORS(v)  // each weight vector to all rows, then dead: fewer registers live at once (AVX2 has 16)
+        FOR_VECTORS(v)
 #pragma GCC unroll 16
-          for (int r = 0; r < R; ++r)
-            acc[r][c] = at::vec::fmadd(Vec::loadu(xb + r * p.K + S * v), wv[v], acc[r][c]);
+          for (int r = 0; r < R; ++r) {
+            const Vec xv = Vec::loadu(xb + r * p.K + S * v);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; ++c) acc[r][c] = at::vec::fmadd(xv, wv[c][v], acc[r][c]);
+          }
+      } else {
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+          Vec wv[V];
+          if constexpr (PREPARED) {
+            F::chunk_with(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv, prep[c]);
+          } else {
+            F::chunk(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv);
+          }
+          FOR_VECTORS(v)  // each weight vector to all rows, then dead: fewer registers live at once (AVX2 has 16)
+#pragma GCC unroll 16
+            for (int r = 0; r < R; ++r)
+              acc[r][c] = at::vec::fmadd(Vec::loadu(xb + r * p.K + S * v), wv[v], acc[r][c]);
+        }
       }
     }
   }
