@@ -173,7 +173,7 @@ def test_frequency_penalty_reduces_repetition(tiny_engine):
         return sum(len(c.token_ids) - len(set(c.token_ids)) for c in r.choices)
 
     base = repeats()
-    assert base > 0, "the random model repeated nothing; the test proves nothing"  # 18 here (bfloat16: 10); 60 tokens: 2
+    assert base > 0, "the random model repeated nothing; the test proves nothing"  # here 18 (bfloat16 10)
     assert repeats(frequency_penalty=2.0) < base
     assert repeats(presence_penalty=2.0) < base
     assert repeats(repetition_penalty=2.0) < base

@@ -14,15 +14,12 @@ class Detokenizer:
         self.text = ""
         self.emitted = 0
         self.stop_hit: str | None = None
-        self.pending: list[int] = []  # tokens the stream holds back: so far part of a character
 
     def add(self, token_id: int) -> str | None:
         """Append a token; return the stop string if the text now contains one (text is cut before it)."""
         piece = self.stream.step(self.tokenizer, token_id)
         if not piece:
-            self.pending.append(token_id)
             return None
-        self.pending.clear()
         start = max(0, len(self.text) - self.hold)
         self.text += piece
         hits = [(at, s) for s in self.stop if (at := self.text.find(s, start)) != -1]
@@ -32,12 +29,9 @@ class Detokenizer:
         return self.stop_hit
 
     def delta(self, final: bool) -> str:
-        """The text not yet handed out, holding back a tail that could start a stop string. The final one ends in
-        "\ufffd" where the choice ends inside a character (cut by max_tokens or eos), as tokenizer.decode() and
-        OpenAI give it."""
-        if final and self.pending and self.stop_hit is None:
-            self.text += self.tokenizer.decode(self.pending, skip_special_tokens=True)
-            self.pending.clear()
+        """The text not yet handed out, holding back a tail that could start a stop string. The text is whole
+        characters: one the choice ends inside of (max_tokens or eos after part of its bytes) is left out, as vLLM's
+        detokenizer leaves it; the logprobs' `bytes` hold that part."""
         end = len(self.text) if final or not self.stop else max(self.emitted, len(self.text) - self.hold)
         out = self.text[self.emitted:end]
         self.emitted = end
