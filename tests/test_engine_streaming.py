@@ -128,12 +128,13 @@ def test_each_token_is_published_before_the_forward_that_follows_it(tiny_engine,
 
     decode = tiny_engine.runner._decode
     monkeypatch.setattr(tiny_engine.runner, "_decode", recording)
-    long_ = tiny_engine.submit("Publish me", n=2, seed=1, max_tokens=6, ignore_eos=True)
+    # long enough to outlast `short` on a busy machine (at 6 tokens it once ended first, in a run of the whole suite)
+    long_ = tiny_engine.submit("Publish me", n=2, seed=1, max_tokens=40, ignore_eos=True)
     while not long_.started:
         time.sleep(0.001)
     short.append(tiny_engine.submit("And me", n=3, seed=2, max_tokens=2, ignore_eos=True))
     long_.result(), short[0].result()
-    assert [pub[long_] for pub, _ in seen if long_ in pub] == [2, 4, 6, 8, 10]  # k tokens of 2 rows out
+    assert [pub[long_] for pub, _ in seen if long_ in pub] == list(range(2, 80, 2))  # k tokens of 2 rows out
     with_short = [k for k, (pub, _) in enumerate(seen) if short[0] in pub]
     assert [seen[k][0][short[0]] for k in with_short] == [3]  # its first token out; its second ends it
     assert seen[with_short[0] + 1][1] is True  # ended before the next forward ran
