@@ -103,6 +103,16 @@ struct Pass {
   const float* bias;  // on the last slice: y[r·ldy + c] = the sum (+ bias[c])
 };
 
+// Chunk j of a block into w: from the block's prepared part (F::chunk_with) or from the block alone (F::chunk).
+template <class F, bool PREPARED>
+inline void expand(const uint8_t* block, int j, Vec* w, const typename F::Prep& prep) {
+  if constexpr (PREPARED) {
+    F::chunk_with(block, j, w, prep);
+  } else {
+    F::chunk(block, j, w);
+  }
+}
+
 // Columns c0 .. c0 + C - 1 of a pass, for R rows. Per output: acc = fma(x, w, acc) over K's vectors in order,
 // then vec_reduce_all's sum of the lanes (reduce8's, the same, for eight rows at once): the same for every R, C and
 // slicing, so rows are bitwise independent.
@@ -123,13 +133,7 @@ void tile(const Pass& p, int c0) {
       if constexpr (R >= 8 && C > 1 && F::SHARED_X) {  // all columns' chunks, then each x vector once for all
         Vec wv[C][V];
 #pragma GCC unroll 4
-        for (int c = 0; c < C; ++c) {
-          if constexpr (PREPARED) {
-            F::chunk_with(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv[c], prep[c]);
-          } else {
-            F::chunk(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv[c]);
-          }
-        }
+        for (int c = 0; c < C; ++c) expand<F, PREPARED>(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv[c], prep[c]);
         FOR_VECTORS(v)
 #pragma GCC unroll 16
           for (int r = 0; r < R; ++r) {
@@ -141,11 +145,7 @@ void tile(const Pass& p, int c0) {
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
           Vec wv[V];
-          if constexpr (PREPARED) {
-            F::chunk_with(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv, prep[c]);
-          } else {
-            F::chunk(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv);
-          }
+          expand<F, PREPARED>(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv, prep[c]);
           FOR_VECTORS(v)  // each weight vector to all rows, then dead: fewer registers live at once (AVX2 has 16)
 #pragma GCC unroll 16
             for (int r = 0; r < R; ++r)
