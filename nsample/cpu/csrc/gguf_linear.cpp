@@ -39,7 +39,7 @@ constexpr int tile_rows() {
 #endif
 }
 constexpr int GROUP = 4;    // columns per step of the column loop
-constexpr int AHEAD = 4;    // columns: each group asks for the blocks of the group this far ahead
+constexpr int AHEAD = 4;    // columns: each block's loads ask for the same block of the column this far ahead
 constexpr int SPAN = 16;    // groups whose accumulators are carried from one slice of K to the next
 // Bytes of a row tile's slice of x, which every column reads again: two thirds of the L1 data cache (32 KiB of 48
 // on this Xeon; 16384 before, which at 8 rows and K = 576 cut x into slices of 16 and 2 blocks and was 10-20%
@@ -103,6 +103,18 @@ struct Pass {
   const float* bias;  // on the last slice: y[r·ldy + c] = the sum (+ bias[c])
 };
 
+// The weights stream through once per call from memory or far caches, a few columns at a time: too many streams,
+// each too short, for the hardware's prefetchers. So each block's loads ask for the same block AHEAD columns on, into
+// L2 (prefetcht1): a steady stream of requests, where asking for the next group's whole slice at once, into L1, came
+// in bursts that (at large K) evicted x. One row 1.2-1.6x as fast (in-process A/B, 2 threads, AVX-512: Q4_K
+// 5632x2048 and 14336x4096 0.79-0.83x the time, Q6_K 2048x5632 0.68x; from memory, 20 copies of each, 0.76x and
+// Q6_K 4096x14336 0.60x), eight rows the same or 3-5% faster, Q4_1's 32-weight blocks the same. (Lines past the
+// tensor's end are never loaded: a prefetch does not fault.)
+template <class F>
+inline void prefetch(const uint8_t* block) {
+  for (int64_t o = 0; o < F::BYTES; o += 64) __builtin_prefetch(block + o, 0, 2);  // a block's last line, where it
+}                                                                                    // straddles one, is the next's
+
 // Chunk j of a block into w: from the block's prepared part (F::chunk_with) or from the block alone (F::chunk).
 template <class F, bool PREPARED>
 inline void expand(const uint8_t* block, int j, Vec* w, const typename F::Prep& prep) {
@@ -124,6 +136,7 @@ void tile(const Pass& p, int c0) {
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = p.first ? Vec(0.0f) : Vec::loadu(part + (c * R + r) * S);
   for (int64_t b = p.b0; b < p.b1; ++b) {
+    for (int c = 0; c < C; ++c) prefetch<F>(p.w + (c0 + c + AHEAD) * p.row + b * F::BYTES);
     typename F::Prep prep[C];  // each column's block's shared part (a K-quant's factors), once for its chunks
     if constexpr (PREPARED)
       for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, prep[c]);
@@ -181,13 +194,6 @@ void tile(const Pass& p, int c0) {
     for (int c = 0; c < C; ++c) p.y[r * p.ldy + c0 + c] = p.bias ? sums[r][c] + p.bias[c0 + c] : sums[r][c];
 }
 
-// The weights stream through once per call from far caches or memory; asking for the blocks a few columns ahead
-// halved a one-row projection's time in nsample's earlier AVX-512 block kernel (4 columns ahead best, 8 as good).
-inline void prefetch(const uint8_t* p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
-  __builtin_prefetch(p + bytes - 1, 0, 3);
-}
-
 // A row tile of R rows against groups [g0, g1), slice by slice.
 template <class F, int R>
 void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, int64_t g1, float* part, float* y,
@@ -199,8 +205,6 @@ void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, in
     const int64_t b1 = std::min(nb, b0 + step);
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t n = g * GROUP, cols = std::min<int64_t>(GROUP, N - n);
-      for (int64_t a = n + AHEAD; a < std::min<int64_t>(N, n + AHEAD + GROUP); ++a)
-        prefetch(w + a * row + b0 * F::BYTES, (b1 - b0) * F::BYTES);
       const Pass p{x, K, w + n * row, row, b0, b1, part + (g - g0) * GROUP * R * S, b0 == 0, b1 == nb,
                    y + n, ldy, bias ? bias + n : nullptr};
       if (cols == GROUP) {
