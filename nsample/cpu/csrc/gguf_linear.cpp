@@ -103,18 +103,6 @@ struct Pass {
   const float* bias;  // on the last slice: y[r·ldy + c] = the sum (+ bias[c])
 };
 
-// The weights stream through once per call from memory or far caches, a few columns at a time: too many streams,
-// each too short, for the hardware's prefetchers. So each block's loads ask for the same block AHEAD columns on, into
-// L2 (prefetcht1): a steady stream of requests, where asking for the next group's whole slice at once, into L1, came
-// in bursts that (at large K) evicted x. One row 1.2-1.6x as fast (in-process A/B, 2 threads, AVX-512: Q4_K
-// 5632x2048 and 14336x4096 0.79-0.83x the time, Q6_K 2048x5632 0.68x; from memory, 20 copies of each, 0.76x and
-// Q6_K 4096x14336 0.60x), eight rows the same or 3-5% faster, Q4_1's 32-weight blocks the same. (Lines past the
-// tensor's end are never loaded: a prefetch does not fault.)
-template <class F>
-inline void prefetch(const uint8_t* block) {
-  for (int64_t o = 0; o < F::BYTES; o += 64) __builtin_prefetch(block + o, 0, 2);  // a block's last line, where it
-}                                                                                    // straddles one, is the next's
-
 // Chunk j of a block into w: from the block's prepared part (F::chunk_with) or from the block alone (F::chunk).
 template <class F, bool PREPARED>
 inline void expand(const uint8_t* block, int j, Vec* w, const typename F::Prep& prep) {
@@ -136,7 +124,7 @@ void tile(const Pass& p, int c0) {
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = p.first ? Vec(0.0f) : Vec::loadu(part + (c * R + r) * S);
   for (int64_t b = p.b0; b < p.b1; ++b) {
-    for (int c = 0; c < C; ++c) prefetch<F>(p.w + (c0 + c + AHEAD) * p.row + b * F::BYTES);
+    for (int c = 0; c < C; ++c) gguf::prefetch<F>(p.w + (c0 + c + AHEAD) * p.row + b * F::BYTES);
     typename F::Prep prep[C];  // each column's block's shared part (a K-quant's factors), once for its chunks
     if constexpr (PREPARED)
       for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, prep[c]);
