@@ -135,11 +135,12 @@ inline Vec exact_mul_sub(const Vec& d, const Vec& q, const Vec& m) { return at::
 // The weights stream through a linear kernel once per call, from memory or far caches, a few columns at a time: too
 // many streams, each too short, for the hardware's prefetchers. So the kernels ask, as they load each block, for
 // the same block a few columns on, into L2 (prefetcht1): a steady stream of requests. Asking for a whole group of
-// columns at once, into L1, came in bursts that (at large K) evicted x: one row of the float kernel is 1.2-1.6x as
-// fast this way (in-process A/B, 2 threads, AVX-512: Q4_K 5632x2048 and 14336x4096 0.79-0.83x the time, Q6_K
-// 2048x5632 0.68x; from memory, 20 copies of each, 0.76x and Q6_K 4096x14336 0.60x), eight rows the same or 3-5%
-// faster. A block's last line, where it straddles one, is the next block's first. (Past a tensor's end nothing is
-// loaded: a prefetch does not fault.)
+// columns at once, into L1, came in bursts that (at large K) evicted x. In-process A/B, 2 threads, AVX-512, time
+// against that: the float kernel's one row of Q4_K 0.79-0.84x (5632x2048, 14336x4096; from memory 0.76x), of Q6_K
+// 0.68-0.76x (from memory 0.60x), of Q4_1 and Q8_0 0.81-0.93x, two and four rows 0.84-0.91x (gguf_linear.cpp's
+// steady says where it is not used); the int8-activation kernel's 0.55-0.87x at one to eight rows of Q4_K, Q6_K and
+// Q8_0, 0.91-0.98x for Q4_1. A block's last line, where it straddles one, is the next block's first. (Past a
+// tensor's end nothing is loaded: a prefetch does not fault.)
 template <class F>
 inline void prefetch(const uint8_t* block) {
   for (int64_t o = 0; o < F::BYTES; o += 64) __builtin_prefetch(block + o, 0, 2);
