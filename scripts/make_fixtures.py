@@ -8,13 +8,16 @@
                         0.02; norms 1.0; an untied output.weight) and SmolLM2's tokenizer and chat template, written
                         as F16 and quantized to Q4_1 and Q4_K_M (about 0.7 GB each; the 2.3 GB F16 is deleted
                         afterwards). For scripts/benchmark.py only, never the test suite.
+  --7b                  the same at Mistral-7B's shape (SEVEN_B: 7.2B parameters with SmolLM2's vocabulary), Q4_K_M
+                        only by default: the size most people download (4.2 GB; the 14 GB F16 deleted afterwards,
+                        some 20 minutes on 2 cores).
 Files go to --out (default $NSAMPLE_CACHE_DIR/fixtures, else ~/.cache/nsample/fixtures), named by a key of their
 source file's path, size and mtime (as nsample.models.model_loader.converted_gguf keys its cache); a file that already
 exists is kept. Each quantization runs in a child process, so llama.cpp (and its OpenMP runtime) never loads into
 the caller, e.g. a test process; files appear atomically (written under a temporary name, then renamed).
 For every file it prints the tensor count per ggml type, the type(s) of each tensor kind, and the size.
 
-Usage: python scripts/make_fixtures.py [--embedded] [--large] [--types Q4_K_M Q6_K Q8_0] [--out DIR] [--paths]
+Usage: python scripts/make_fixtures.py [--embedded] [--large] [--7b] [--types Q4_K_M Q6_K Q8_0] [--out DIR] [--paths]
        python scripts/benchmark.py --gguf $(python scripts/make_fixtures.py --embedded --large --paths)
 In tests: sys.path.insert(0, "scripts"); from make_fixtures import fixture; path = fixture("Q4_K_M")
 """
@@ -41,6 +44,9 @@ LARGE_TYPES = ("Q4_1", "Q4_K_M")
 LARGE_NAME = "TinyLlama-1.1B-random"
 LARGE = {"hidden": 2048, "intermediate": 5632, "layers": 22, "heads": 32, "kv_heads": 4, "context": 2048,
          "rope_base": 10000.0, "rms_eps": 1e-5}  # TinyLlama-1.1B's shape
+SEVEN_B = {"hidden": 4096, "intermediate": 14336, "layers": 32, "heads": 32, "kv_heads": 8, "context": 4096,
+           "rope_base": 1000000.0, "rms_eps": 1e-5}  # Mistral-7B's shape
+MODELS = {"large": (LARGE_NAME, LARGE), "7b": ("Mistral-7B-random", SEVEN_B)}  # fixture prefix -> name, shape
 KINDS = ("token_embd", "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
          "ffn_down", "output_norm", "output")  # the order kinds are listed in (others after them)
 SEED, STD = 0, 0.02
@@ -51,8 +57,8 @@ def fixtures_dir() -> Path:
     return cache_dir() / "fixtures"
 
 
-def large_key(tokenizer_source: Path) -> str:
-    return hashlib.sha256(f"{model_cache.key(tokenizer_source)}:{sorted(LARGE.items())}:{SEED}:{STD}".encode()
+def large_key(tokenizer_source: Path, shape: dict = LARGE) -> str:
+    return hashlib.sha256(f"{model_cache.key(tokenizer_source)}:{sorted(shape.items())}:{SEED}:{STD}".encode()
                           ).hexdigest()[:12]
 
 
@@ -65,11 +71,12 @@ def replace_older(target: Path, stem: str) -> None:
 
 
 def fixture(name: str, out: Path | None = None) -> Path:
-    """The fixture `name`, built if missing: a type of FTYPES (the embedded model requantized, seconds) or
-    "large-Q4_1" / "large-Q4_K_M" (the 1.1B model, minutes: benchmarks only)."""
+    """The fixture `name`, built if missing: a type of FTYPES (the embedded model requantized, seconds),
+    "large-Q4_1" / "large-Q4_K_M" (the 1.1B model, minutes) or "7b-Q4_K_M" (tens of minutes): benchmarks only."""
     out = out or fixtures_dir()
-    if name.startswith("large-"):
-        return build_large(out, (name.removeprefix("large-"),))[0]
+    prefix, _, qtype = name.partition("-")
+    if prefix in MODELS and qtype:
+        return build_large(out, (qtype,), prefix)[0]
     if name not in FTYPES:
         raise ValueError(f"unknown fixture {name!r}: one of {', '.join(FTYPES)} or large-<type>")
     source = embedded_gguf()
@@ -84,19 +91,20 @@ def build_embedded(out: Path, types: tuple[str, ...] = EMBEDDED_TYPES) -> list[P
     return [fixture(t, out) for t in types]
 
 
-def build_large(out: Path, types: tuple[str, ...] = LARGE_TYPES) -> list[Path]:
-    """The 1.1B model quantized to `types`: its F16 written (seeded), quantized, then deleted."""
+def build_large(out: Path, types: tuple[str, ...] = LARGE_TYPES, model: str = "large") -> list[Path]:
+    """The random model of MODELS[model] quantized to `types`: its F16 written (seeded), quantized, then deleted."""
+    name, shape = MODELS[model]
     source = embedded_gguf()
-    key = large_key(source)
-    targets = [out / f"{LARGE_NAME}.{t}-{key}.gguf" for t in types]
+    key = large_key(source, shape)
+    targets = [out / f"{name}.{t}-{key}.gguf" for t in types]
     missing = [(t, p) for t, p in zip(types, targets) if not p.is_file()]
     if missing:
-        f16 = out / f"{LARGE_NAME}.F16-{key}.gguf"
+        f16 = out / f"{name}.F16-{key}.gguf"
         if not f16.is_file():
-            timed(f"wrote {f16.name}", write_large_f16, f16, source)
+            timed(f"wrote {f16.name}", write_large_f16, f16, source, name, shape)
         for qtype, target in missing:
             timed(f"quantized {target.name}", quantize, f16, target, qtype)
-            replace_older(target, f"{LARGE_NAME}.{qtype}")
+            replace_older(target, f"{name}.{qtype}")
         f16.unlink()
     return targets
 
@@ -135,14 +143,14 @@ def quantize_here(source: str, target: str, qtype: str) -> None:
         raise SystemExit(f"llama_model_quantize({source} -> {qtype}) failed")
 
 
-def large_tensors(vocab: int) -> list[tuple[str, tuple[int, ...]]]:
-    """(name, numpy shape: rows first) of the 1.1B model, in file order; 1-D ones are norms."""
-    h, f, kv = LARGE["hidden"], LARGE["intermediate"], LARGE["hidden"] // LARGE["heads"] * LARGE["kv_heads"]
+def large_tensors(vocab: int, shape: dict = LARGE) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, numpy shape: rows first) of a random model of `shape`, in file order; 1-D ones are norms."""
+    h, f, kv = shape["hidden"], shape["intermediate"], shape["hidden"] // shape["heads"] * shape["kv_heads"]
     layer = [("attn_norm", (h,)), ("attn_q", (h, h)), ("attn_k", (kv, h)), ("attn_v", (kv, h)),
              ("attn_output", (h, h)), ("ffn_norm", (h,)), ("ffn_gate", (f, h)), ("ffn_up", (f, h)),
              ("ffn_down", (h, f))]
     return ([("token_embd.weight", (vocab, h))]
-            + [(f"blk.{i}.{kind}.weight", shape) for i in range(LARGE["layers"]) for kind, shape in layer]
+            + [(f"blk.{i}.{kind}.weight", dims) for i in range(shape["layers"]) for kind, dims in layer]
             + [("output_norm.weight", (h,)), ("output.weight", (vocab, h))])
 
 
@@ -163,37 +171,38 @@ def copy_tokenizer(reader: GGUFReader, writer: GGUFWriter) -> int:
     return len(fields)
 
 
-def write_large_f16(path: Path, tokenizer_source: Path) -> None:
-    """The 1.1B model as F16, streamed tensor by tensor (never all in memory), under a temporary name first."""
+def write_large_f16(path: Path, tokenizer_source: Path, name: str = LARGE_NAME, shape: dict = LARGE) -> None:
+    """A random model of `shape` as F16, streamed tensor by tensor (never all in memory), under a temporary name
+    first."""
     reader = GGUFReader(tokenizer_source)
     vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
-    h = LARGE["hidden"]
+    h = shape["hidden"]
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = GGUFWriter(tmp, "llama")
-    writer.add_name(LARGE_NAME)
-    writer.add_context_length(LARGE["context"])
+    writer.add_name(name)
+    writer.add_context_length(shape["context"])
     writer.add_embedding_length(h)
-    writer.add_block_count(LARGE["layers"])
-    writer.add_feed_forward_length(LARGE["intermediate"])
-    writer.add_head_count(LARGE["heads"])
-    writer.add_head_count_kv(LARGE["kv_heads"])
-    writer.add_rope_dimension_count(h // LARGE["heads"])
-    writer.add_rope_freq_base(LARGE["rope_base"])
-    writer.add_layer_norm_rms_eps(LARGE["rms_eps"])
+    writer.add_block_count(shape["layers"])
+    writer.add_feed_forward_length(shape["intermediate"])
+    writer.add_head_count(shape["heads"])
+    writer.add_head_count_kv(shape["kv_heads"])
+    writer.add_rope_dimension_count(h // shape["heads"])
+    writer.add_rope_freq_base(shape["rope_base"])
+    writer.add_layer_norm_rms_eps(shape["rms_eps"])
     writer.add_vocab_size(vocab)
     writer.add_file_type(1)  # LLAMA_FTYPE_MOSTLY_F16
     copy_tokenizer(reader, writer)
-    specs = large_tensors(vocab)
-    for name, shape in specs:
-        dtype = np.dtype(np.float32 if len(shape) == 1 else np.float16)
-        writer.add_tensor_info(name, shape, dtype, int(np.prod(shape)) * dtype.itemsize)
+    specs = large_tensors(vocab, shape)
+    for tensor, dims in specs:
+        dtype = np.dtype(np.float32 if len(dims) == 1 else np.float16)
+        writer.add_tensor_info(tensor, dims, dtype, int(np.prod(dims)) * dtype.itemsize)
     try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()
-        for index, (_, shape) in enumerate(specs):
-            writer.write_tensor_data(large_tensor(index, shape))
+        for index, (_, dims) in enumerate(specs):
+            writer.write_tensor_data(large_tensor(index, dims))
         writer.close()
         os.replace(tmp, path)
     finally:
@@ -252,9 +261,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--embedded", action="store_true", help="the embedded model requantized (the default)")
     ap.add_argument("--large", action="store_true", help="the 1.1B random Llama as Q4_1 and Q4_K_M (minutes, ~1.4 GB)")
+    ap.add_argument("--7b", dest="seven_b", action="store_true",
+                    help="a 7.2B random model of Mistral-7B's shape as Q4_K_M (some 20 minutes, 4.2 GB; 14 GB free "
+                         "disk while its F16 exists)")
     ap.add_argument("--types", nargs="+", choices=FTYPES, default=None,
                     help=f"types to build (default {' '.join(EMBEDDED_TYPES)} for --embedded, "
-                         f"{' '.join(LARGE_TYPES)} for --large)")
+                         f"{' '.join(LARGE_TYPES)} for --large, Q4_K_M for --7b)")
     ap.add_argument("--out", type=Path, default=None, help="default: $NSAMPLE_CACHE_DIR/fixtures")
     ap.add_argument("--paths", action="store_true",
                     help="print only the files' paths, one a line (for `benchmark.py --gguf $(...)`)")
@@ -265,12 +277,14 @@ def main():
         return
     out = args.out or fixtures_dir()
     paths = []
-    if args.embedded or not args.large:
+    if args.embedded or not (args.large or args.seven_b):
         paths += build_embedded(out, tuple(args.types or EMBEDDED_TYPES))
-    if args.large:
-        t0 = time.perf_counter()
-        paths += build_large(out, tuple(args.types or LARGE_TYPES))
-        print(f"large fixtures ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr if args.paths else None)
+    for model, asked, default in (("large", args.large, LARGE_TYPES), ("7b", args.seven_b, ("Q4_K_M",))):
+        if asked:
+            t0 = time.perf_counter()
+            paths += build_large(out, tuple(args.types or default), model)
+            print(f"{model} fixtures ready in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr if args.paths else None)
     for path in paths:
         print(path if args.paths else f"{path}\n  {summary(path)}")
 

@@ -103,13 +103,14 @@ struct Pass {
   const float* bias;  // on the last slice: y[r·ldy + c] = the sum (+ bias[c])
 };
 
-// Whether a tile of R rows asks for each block's successor AHEAD columns on as it loads it (gguf::prefetch), or
+// Whether a tile of R rows asks for each block AHEAD columns on as it loads the one before (gguf::prefetch), or
 // rows() asks for a group's blocks of the slice all at once, into L1 (prefetch below). The steady requests made
 // GCC spill the accumulators of the 32-weight formats' loops from four rows up (Q4_1 at eight: 34 stack accesses a
-// block, from none), 20-38% slower, and of the K-quants' from eight (3-5% faster there, but 6% slower for Q6_K).
+// block, from none), 20-38% slower. The K-quants take them at every size: the 1.1B Q4_K_M file's n=8 decoded 63
+// tokens/s so against 58 with the bursts from eight rows up (benchmark.py, two rounds each, one after the other).
 template <class F>
 constexpr bool steady(int R) {
-  return R < (F::WEIGHTS == 256 ? 8 : 4);
+  return F::WEIGHTS == 256 || R < 4;
 }
 inline void prefetch(const uint8_t* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
