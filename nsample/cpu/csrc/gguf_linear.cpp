@@ -39,7 +39,7 @@ constexpr int tile_rows() {
 #endif
 }
 constexpr int GROUP = 4;    // columns per step of the column loop
-constexpr int AHEAD = 4;    // columns: the blocks asked for ahead of their loads (prefetch below, gguf::prefetch)
+constexpr int AHEAD = 4;    // columns: the blocks asked for ahead of their loads (gguf::prefetch, burst below)
 constexpr int SPAN = 16;    // groups whose accumulators are carried from one slice of K to the next
 // Bytes of a row tile's slice of x, which every column reads again: two thirds of the L1 data cache (32 KiB of 48
 // on this Xeon; 16384 before, which at 8 rows and K = 576 cut x into slices of 16 and 2 blocks and was 10-20%
@@ -104,7 +104,7 @@ struct Pass {
 };
 
 // Whether a tile of R rows asks for each block AHEAD columns on as it loads the one before (gguf::prefetch), or
-// rows() asks for a group's blocks of the slice all at once, into L1 (prefetch below). The steady requests made
+// rows() asks for a group's blocks of the slice all at once, into L1 (burst below). The steady requests made
 // GCC spill the accumulators of the 32-weight formats' loops from four rows up (Q4_1 at eight: 34 stack accesses a
 // block, from none), 20-38% slower. The K-quants take them at every size: the 1.1B Q4_K_M file's n=8 decoded 63
 // tokens/s so against 58 with the bursts from eight rows up (benchmark.py, two rounds each, one after the other).
@@ -112,7 +112,7 @@ template <class F>
 constexpr bool steady(int R) {
   return F::WEIGHTS == 256 || R < 4;
 }
-inline void prefetch(const uint8_t* p, int64_t bytes) {
+inline void burst(const uint8_t* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
   __builtin_prefetch(p + bytes - 1, 0, 3);
 }
@@ -210,7 +210,7 @@ void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, in
       const int64_t n = g * GROUP, cols = std::min<int64_t>(GROUP, N - n);
       if constexpr (!steady<F>(R))
         for (int64_t a = n + AHEAD; a < std::min<int64_t>(N, n + AHEAD + GROUP); ++a)
-          prefetch(w + a * row + b0 * F::BYTES, (b1 - b0) * F::BYTES);
+          burst(w + a * row + b0 * F::BYTES, (b1 - b0) * F::BYTES);
       const Pass p{x, K, w + n * row, row, b0, b1, part + (g - g0) * GROUP * R * S, b0 == 0, b1 == nb,
                    y + n, ldy, bias ? bias + n : nullptr};
       if (cols == GROUP) {
