@@ -9,8 +9,8 @@
                         as F16 and quantized to Q4_1 and Q4_K_M (about 0.7 GB each; the 2.3 GB F16 is deleted
                         afterwards). For scripts/benchmark.py only, never the test suite.
   --7b                  the same at Mistral-7B's shape (SEVEN_B: 7.2B parameters with SmolLM2's vocabulary), Q4_K_M
-                        only by default: the size most people download (4.2 GB; the 14 GB F16 deleted afterwards,
-                        some 20 minutes on 2 cores).
+                        only by default: the size most people download (4.2 GB; the 14 GB F16 deleted afterwards;
+                        7 minutes on 2 cores here).
 Files go to --out (default $NSAMPLE_CACHE_DIR/fixtures, else ~/.cache/nsample/fixtures), named by a key of their
 source file's path, size and mtime (as nsample.models.model_loader.converted_gguf keys its cache); a file that already
 exists is kept. Each quantization runs in a child process, so llama.cpp (and its OpenMP runtime) never loads into
@@ -262,8 +262,8 @@ def main():
     ap.add_argument("--embedded", action="store_true", help="the embedded model requantized (the default)")
     ap.add_argument("--large", action="store_true", help="the 1.1B random Llama as Q4_1 and Q4_K_M (minutes, ~1.4 GB)")
     ap.add_argument("--7b", dest="seven_b", action="store_true",
-                    help="a 7.2B random model of Mistral-7B's shape as Q4_K_M (some 20 minutes, 4.2 GB; 14 GB free "
-                         "disk while its F16 exists)")
+                    help="a 7.4B random model of Mistral-7B's shape as Q4_K_M (minutes, 4.2 GB; 15 GB free disk "
+                         "while its F16 exists)")
     ap.add_argument("--types", nargs="+", choices=FTYPES, default=None,
                     help=f"types to build (default {' '.join(EMBEDDED_TYPES)} for --embedded, "
                          f"{' '.join(LARGE_TYPES)} for --large, Q4_K_M for --7b)")
