@@ -152,15 +152,6 @@ inline void prefetch(const uint8_t* block) {
 // writes all WEIGHTS.
 template <class F>
 struct Format {
-  // Whether a tile of eight rows takes two columns at once on AVX-512 (gguf_linear.cpp's columns): 8-15% faster for
-  // the formats whose chunks are a table read or a conversion, and for Q5_K with SHARED_X; 2-7% slower for Q6_K,
-  // even so (in-process A/B, 2026-12-04).
-  static constexpr bool PAIR_AT_8 = true;
-  // Whether such a pair expands both columns' chunks before the multiply-adds and loads each x vector once for both
-  // (gguf_linear.cpp's tile). For Q4_K and Q5_K, whose chunks take the most registers, GCC otherwise spilled
-  // accumulators (Q4_K: 84 stack accesses of 753 instructions a block): eight rows of Q4_K 3.5-5.5% faster, of Q5_K
-  // (paired only so) 8-11%. The other formats' loops kept everything in registers; they keep the plain order.
-  static constexpr bool SHARED_X = false;
   // Rows below which a tile prepares each block's shared part once (prepare, then chunk_with); from there on it calls
   // chunk alone (Scaled's formats, gguf_formats.h). Always, here.
   static constexpr int PREPARED_BELOW = 1 << 30;

@@ -123,7 +123,6 @@ inline Factors k_factors(const uint8_t* b) {
 // the low (s = 0) or high (s = 1) nibbles of qs[32g .. 32g + 32]; weight (d·sc)·q - dmin·m.
 struct Q4_K : Format<Q4_K> {
   static constexpr int64_t TYPE = 12, WEIGHTS = 256, BYTES = 144;
-  static constexpr bool SHARED_X = true;
   using Prep = Factors;
   static void prepare(const uint8_t* b, Prep& f) { f = k_factors(b); }
   static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep& f) {
@@ -139,7 +138,6 @@ struct Q4_K : Format<Q4_K> {
 // weight i of sub-block j.
 struct Q5_K : Format<Q5_K> {
   static constexpr int64_t TYPE = 13, WEIGHTS = 256, BYTES = 176;
-  static constexpr bool SHARED_X = true;
   using Prep = Factors;
   static void prepare(const uint8_t* b, Prep& f) { f = k_factors(b); }
   static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep& f) {
@@ -156,7 +154,6 @@ struct Q5_K : Format<Q5_K> {
 // in bits 2t of qh[32h + i]; q - 32 is scaled by (d·scales[w / 16]), the factors.
 struct Q6_K : Format<Q6_K> {
   static constexpr int64_t TYPE = 14, WEIGHTS = 256, BYTES = 210;
-  static constexpr bool PAIR_AT_8 = false;
   using Prep = Factors;
   static void prepare(const uint8_t* b, Prep& f) {
     const float d = half(b + 208);

@@ -25,19 +25,12 @@ using gguf::Vec;
 
 namespace {
 
-// Rows of the activations per pass over a column's weights, one vector accumulator each per column: 8 on AVX2 and
-// NEON (16 registers); on AVX-512 (32) 16 for the formats that take one column at a time there, and 8 for those
-// that take two at eight rows (Format::PAIR_AT_8, columns below): sixteen accumulators either way. For the latter,
-// sixteen rows as two tiles of eight were 1.15-1.35x as fast as one tile of sixteen (in-process A/B, 1 thread, 16
-// and 32 rows); Q6_K's 4% longer (Q5_K, paired since with Format::SHARED_X: 8% faster).
-template <class F>
-constexpr int tile_rows() {
-#if defined(CPU_CAPABILITY_AVX512)
-  return F::PAIR_AT_8 ? 8 : 16;
-#else
-  return 8;
-#endif
-}
+// Rows of the activations per pass over a column's weights: 8, with one vector accumulator each per column (AVX2 and
+// NEON have 16 registers; AVX-512's 32 take two columns at eight rows, columns below). On AVX-512 sixteen rows as two
+// tiles of eight, two columns each, were 1.15-1.35x as fast as one tile of sixteen taking one (in-process A/B, 1
+// thread, 16 and 32 rows, 2026-12-04), Q6_K's too since its pair loads each x vector once (stop 37: 0.79-0.90x the
+// time of its tile of sixteen).
+constexpr int TILE = 8;
 constexpr int GROUP = 4;    // columns per step of the column loop
 constexpr int AHEAD = 4;    // columns: the blocks asked for ahead of their loads (gguf::prefetch, burst below)
 constexpr int SPAN = 16;    // groups whose accumulators are carried from one slice of K to the next
@@ -54,13 +47,26 @@ int64_t x_bytes() {
 }
 // Columns a tile of R rows computes side by side: at one or two rows, one column's sum is a chain of dependent
 // multiply-adds whose latency, not the expansion, would bound the loop; two to four columns hide it. At eight rows on
-// AVX-512 (32 registers) two, where the format allows (Format::PAIR_AT_8), each x vector read for both.
-template <class F>
+// AVX-512 (32 registers) two, each x vector read once for both (tile).
 constexpr int columns(int R) {
 #if defined(CPU_CAPABILITY_AVX512)
-  if (R == 8 && F::PAIR_AT_8) return 2;
+  if (R == 8) return 2;
 #endif
   return R >= 4 ? 1 : GROUP / R;
+}
+
+// An x vector loaded into a register of its own. In a pair of columns GCC otherwise folded the load into each
+// multiply-add, reading every x vector twice, with an indexed address (which a fused multiply-add cannot keep as one
+// micro-op), or spilled accumulators: eight rows 4-15% less time across the formats (2 threads, from L3; Q5_K, whose
+// loop already loaded each once, the same), with Q6_K now paired too (stop 37, in-process A/B).
+inline Vec held(const float* p) {
+#if defined(CPU_CAPABILITY_AVX512)
+  __m512 v = Vec::loadu(p);
+  asm("" : "+v"(v));
+  return v;
+#else
+  return Vec::loadu(p);
+#endif
 }
 
 #if defined(CPU_CAPABILITY_AVX512)
@@ -146,14 +152,14 @@ void tile(const Pass& p, int c0) {
 #pragma GCC unroll 8  // a K-quant's eight sub-blocks: their factors' lanes and nibble picks resolved at compile time
     for (int j = 0; j < F::WEIGHTS / 32; ++j) {
       const float* xb = p.x + b * F::WEIGHTS + 32 * j;
-      if constexpr (R >= 8 && C > 1 && F::SHARED_X) {  // all columns' chunks, then each x vector once for all
+      if constexpr (C > 1 && R >= 8) {  // all columns' chunks, then each x vector once for all
         Vec wv[C][V];
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) expand<F, PREPARED>(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv[c], prep[c]);
         FOR_VECTORS(v)
 #pragma GCC unroll 16
           for (int r = 0; r < R; ++r) {
-            const Vec xv = Vec::loadu(xb + r * p.K + S * v);
+            const Vec xv = held(xb + r * p.K + S * v);
 #pragma GCC unroll 4
             for (int c = 0; c < C; ++c) acc[r][c] = at::vec::fmadd(xv, wv[c][v], acc[r][c]);
           }
@@ -197,9 +203,10 @@ void tile(const Pass& p, int c0) {
     for (int c = 0; c < C; ++c) p.y[r * p.ldy + c0 + c] = p.bias ? sums[r][c] + p.bias[c0 + c] : sums[r][c];
 }
 
-// A row tile of R rows against groups [g0, g1), slice by slice.
+// A row tile of R rows against groups [g0, g1), slice by slice. A function of its own for each R: inlined into
+// decode as GCC chose, one row of Q6_K took 4-7% longer after an unrelated change to the eight-row tile.
 template <class F, int R>
-void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, int64_t g1, float* part, float* y,
+__attribute__((noinline)) void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, int64_t g1, float* part, float* y,
           int64_t ldy, const float* bias) {
   const int64_t row = gguf::row_bytes<F>(K), nb = K / F::WEIGHTS;
   const int64_t most = std::max<int64_t>(1, x_bytes() / (4 * R * F::WEIGHTS)), slices = (nb + most - 1) / most;
@@ -214,7 +221,7 @@ void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, in
       const Pass p{x, K, w + n * row, row, b0, b1, part + (g - g0) * GROUP * R * S, b0 == 0, b1 == nb,
                    y + n, ldy, bias ? bias + n : nullptr};
       if (cols == GROUP) {
-        for (int c = 0; c < GROUP; c += columns<F>(R)) tile<F, R, columns<F>(R)>(p, c);
+        for (int c = 0; c < GROUP; c += columns(R)) tile<F, R, columns(R)>(p, c);
       } else {
         for (int c = 0; c < cols; ++c) tile<F, R, 1>(p, c);  // the end of N
       }
@@ -223,11 +230,10 @@ void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, in
 }
 
 // y (M rows, stride ldy) = x (M, K) · Wᵀ (+ bias), W: N rows of blocks. Columns split across threads GROUP at a
-// time, SPAN groups at once; for each span the rows go by in tiles of tile_rows, then 8, 4, 2, 1.
+// time, SPAN groups at once; for each span the rows go by in tiles of TILE, then 4, 2, 1.
 template <class F>
 void decode(const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N, float* y, int64_t ldy,
             const float* bias) {
-  constexpr int TILE = tile_rows<F>();
   at::parallel_for(0, (N + GROUP - 1) / GROUP, 4, [&](int64_t g0, int64_t g1) {
     std::vector<float> part(SPAN * GROUP * TILE * S);
     for (int64_t s0 = g0; s0 < g1; s0 += SPAN) {
@@ -241,8 +247,6 @@ void decode(const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N, f
         };
         if (left >= TILE) {
           run(std::integral_constant<int, TILE>());
-        } else if (TILE > 8 && left >= 8) {
-          run(std::integral_constant<int, 8>());
         } else if (left >= 4) {
           run(std::integral_constant<int, 4>());
         } else if (left >= 2) {
