@@ -110,17 +110,19 @@ struct Pass {
 };
 
 // Whether a tile of R rows asks for each block AHEAD columns on as it loads the one before (gguf::prefetch), or
-// rows() asks for a group's blocks of the slice all at once, into L1 (burst below). The steady requests made
+// rows() asks for a group's blocks of the slice all at once, into L2 (burst below). The steady requests made
 // GCC spill the accumulators of the 32-weight formats' loops from four rows up (Q4_1 at eight: 34 stack accesses a
 // block, from none), 20-38% slower. The K-quants take them at every size: the 1.1B Q4_K_M file's n=8 decoded 63
 // tokens/s so against 58 with the bursts from eight rows up (benchmark.py, two rounds each, one after the other).
+// The bursts went into L1 until stop 37: into L2, four and eight rows of Q4_1, Q8_0 and F16 took 2-9% less time
+// from L3, the same from memory; with no requests at all, from memory, 1.2-1.5x as long (in-process A/B, 2 threads).
 template <class F>
 constexpr bool steady(int R) {
   return F::WEIGHTS == 256 || R < 4;
 }
 inline void burst(const uint8_t* p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
-  __builtin_prefetch(p + bytes - 1, 0, 3);
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+  __builtin_prefetch(p + bytes - 1, 0, 2);
 }
 
 // Chunk j of a block into w: from the block's prepared part (F::chunk_with) or from the block alone (F::chunk).
