@@ -208,8 +208,8 @@ void tile(const Pass& p, int c0) {
 // A row tile of R rows against groups [g0, g1), slice by slice. A function of its own for each R: inlined into
 // decode as GCC chose, one row of Q6_K took 4-7% longer after an unrelated change to the eight-row tile.
 template <class F, int R>
-__attribute__((noinline)) void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, int64_t g1, float* part, float* y,
-          int64_t ldy, const float* bias) {
+__attribute__((noinline)) void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, int64_t g1,
+                                    float* part, float* y, int64_t ldy, const float* bias) {
   const int64_t row = gguf::row_bytes<F>(K), nb = K / F::WEIGHTS;
   const int64_t most = std::max<int64_t>(1, x_bytes() / (4 * R * F::WEIGHTS)), slices = (nb + most - 1) / most;
   const int64_t step = (nb + slices - 1) / slices;  // slices of even size, not full ones and a short last one
