@@ -40,13 +40,12 @@ from nsample.models.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf
 FTYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M",
           "Q6_K")  # llama.cpp's LLAMA_FTYPE_MOSTLY_<name> (F32: LLAMA_FTYPE_ALL_F32)
 EMBEDDED_TYPES = ("Q4_K_M", "Q6_K", "Q8_0")
-LARGE_TYPES = ("Q4_1", "Q4_K_M")
-LARGE_NAME = "TinyLlama-1.1B-random"
 LARGE = {"hidden": 2048, "intermediate": 5632, "layers": 22, "heads": 32, "kv_heads": 4, "context": 2048,
          "rope_base": 10000.0, "rms_eps": 1e-5}  # TinyLlama-1.1B's shape
 SEVEN_B = {"hidden": 4096, "intermediate": 14336, "layers": 32, "heads": 32, "kv_heads": 8, "context": 4096,
            "rope_base": 1000000.0, "rms_eps": 1e-5}  # Mistral-7B's shape
-MODELS = {"large": (LARGE_NAME, LARGE), "7b": ("Mistral-7B-random", SEVEN_B)}  # fixture prefix -> name, shape
+MODELS = {"large": ("TinyLlama-1.1B-random", LARGE, ("Q4_1", "Q4_K_M")),
+          "7b": ("Mistral-7B-random", SEVEN_B, ("Q4_K_M",))}  # fixture prefix -> name, shape, default types
 KINDS = ("token_embd", "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
          "ffn_down", "output_norm", "output")  # the order kinds are listed in (others after them)
 SEED, STD = 0, 0.02
@@ -91,9 +90,9 @@ def build_embedded(out: Path, types: tuple[str, ...] = EMBEDDED_TYPES) -> list[P
     return [fixture(t, out) for t in types]
 
 
-def build_large(out: Path, types: tuple[str, ...] = LARGE_TYPES, model: str = "large") -> list[Path]:
+def build_large(out: Path, types: tuple[str, ...], model: str) -> list[Path]:
     """The random model of MODELS[model] quantized to `types`: its F16 written (seeded), quantized, then deleted."""
-    name, shape = MODELS[model]
+    name, shape, _ = MODELS[model]
     source = embedded_gguf()
     key = large_key(source, shape)
     targets = [out / f"{name}.{t}-{key}.gguf" for t in types]
@@ -266,7 +265,7 @@ def main():
                          "while its F16 exists)")
     ap.add_argument("--types", nargs="+", choices=FTYPES, default=None,
                     help=f"types to build (default {' '.join(EMBEDDED_TYPES)} for --embedded, "
-                         f"{' '.join(LARGE_TYPES)} for --large, Q4_K_M for --7b)")
+                         f"{' '.join(MODELS['large'][2])} for --large, {' '.join(MODELS['7b'][2])} for --7b)")
     ap.add_argument("--out", type=Path, default=None, help="default: $NSAMPLE_CACHE_DIR/fixtures")
     ap.add_argument("--paths", action="store_true",
                     help="print only the files' paths, one a line (for `benchmark.py --gguf $(...)`)")
@@ -279,10 +278,10 @@ def main():
     paths = []
     if args.embedded or not (args.large or args.seven_b):
         paths += build_embedded(out, tuple(args.types or EMBEDDED_TYPES))
-    for model, asked, default in (("large", args.large, LARGE_TYPES), ("7b", args.seven_b, ("Q4_K_M",))):
+    for model, asked in (("large", args.large), ("7b", args.seven_b)):
         if asked:
             t0 = time.perf_counter()
-            paths += build_large(out, tuple(args.types or default), model)
+            paths += build_large(out, tuple(args.types or MODELS[model][2]), model)
             print(f"{model} fixtures ready in {time.perf_counter() - t0:.1f} s",
                   file=sys.stderr if args.paths else None)
     for path in paths:
