@@ -29,7 +29,7 @@ namespace {
 // NEON have 16 registers; AVX-512's 32 take two columns at eight rows, columns below). On AVX-512 sixteen rows as two
 // tiles of eight, two columns each, were 1.15-1.35x as fast as one tile of sixteen taking one (in-process A/B, 1
 // thread, 16 and 32 rows, 2026-12-04), Q6_K's too since its pair loads each x vector once (stop 37: 0.79-0.90x the
-// time of its tile of sixteen).
+// time of its tile of sixteen). A K-quant's tile of TILE rows reads x packed (gguf_pack_rows, packed below).
 constexpr int TILE = 8;
 constexpr int GROUP = 4;    // columns per step of the column loop
 constexpr int AHEAD = 4;    // columns: the blocks asked for ahead of their loads (gguf::prefetch, burst below)
@@ -92,13 +92,26 @@ inline void reduce8(const Vec* a, float* out) {
 }
 #endif
 
+// Whether a tile of R rows reads x packed (gguf_pack_rows: each chunk of 32 columns of a tile's rows side by side, so
+// that a chunk's vectors of all its rows lie at fixed offsets from one pointer) or as x holds its rows, K apart: packed
+// for a K-quant's tile of TILE. Rows K apart, a K-quant's eight sub-blocks a block needed an address for each row's
+// load: GCC kept the rows' offsets in registers and added the sub-block's offset to one before every load (128
+// integer instructions a block of Q4_K at eight rows, beside 272 multiply-adds), or spilled them under AVX2's 16
+// registers. Packed, eight and sixteen rows of Q4_K and Q6_K took 0.95-0.98x the time on AVX-512 and 0.84-0.94x
+// under AVX2 (in-process A/B, 2 threads, from L3; the copy, once for all of a layer's parts, included). The
+// 32-weight formats' loop, a chunk a block, keeps its row pointers: packed, Q4_1 took 1.02-1.07x the time.
+template <class F, int R>
+constexpr bool packed() {
+  return R == TILE && F::WEIGHTS == 256;
+}
+
 // One pass of a row tile over a slice of K, blocks [b0, b1), for one group of columns. Whole rows of x would
 // not stay in L1 at 8 or 16 rows (16 × 2048 floats is 128 KiB), and every column reads them all again; a
 // slice does. Each column's accumulators wait in `part` between slices, stored and loaded exactly, so the sums
 // are the same whatever the slices.
 struct Pass {
   const float* x;
-  int64_t K;  // the tile's rows of x, stride K
+  int64_t K;  // the tile's rows of x: packed, or K apart (packed)
   const uint8_t* w;
   int64_t row;  // the group's blocks, a column's bytes apart
   int64_t b0, b1;
@@ -153,7 +166,9 @@ void tile(const Pass& p, int c0) {
       for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, prep[c]);
 #pragma GCC unroll 8  // a K-quant's eight sub-blocks: their factors' lanes and nibble picks resolved at compile time
     for (int j = 0; j < F::WEIGHTS / 32; ++j) {
-      const float* xb = p.x + b * F::WEIGHTS + 32 * j;
+      // x's chunk: packed, its rows 32 floats apart; else the rows' own, K apart (written so, GCC kept a pointer a row)
+      const float* xb = packed<F, R>() ? p.x + (b * F::WEIGHTS / 32 + j) * 32 * R : p.x + b * F::WEIGHTS + 32 * j;
+      const int64_t ld = packed<F, R>() ? 32 : p.K;
       if constexpr (C > 1 && R >= 8) {  // all columns' chunks, then each x vector once for all
         Vec wv[C][V];
 #pragma GCC unroll 4
@@ -161,7 +176,7 @@ void tile(const Pass& p, int c0) {
         FOR_VECTORS(v)
 #pragma GCC unroll 16
           for (int r = 0; r < R; ++r) {
-            const Vec xv = held(xb + r * p.K + S * v);
+            const Vec xv = held(xb + r * ld + S * v);
 #pragma GCC unroll 4
             for (int c = 0; c < C; ++c) acc[r][c] = at::vec::fmadd(xv, wv[c][v], acc[r][c]);
           }
@@ -173,7 +188,7 @@ void tile(const Pass& p, int c0) {
           FOR_VECTORS(v)  // each weight vector to all rows, then dead: fewer registers live at once (AVX2 has 16)
 #pragma GCC unroll 16
             for (int r = 0; r < R; ++r)
-              acc[r][c] = at::vec::fmadd(Vec::loadu(xb + r * p.K + S * v), wv[v], acc[r][c]);
+              acc[r][c] = at::vec::fmadd(Vec::loadu(xb + r * ld + S * v), wv[v], acc[r][c]);
         }
       }
     }
@@ -231,11 +246,12 @@ __attribute__((noinline)) void rows(const float* x, int64_t K, const uint8_t* w,
   }
 }
 
-// y (M rows, stride ldy) = x (M, K) · Wᵀ (+ bias), W: N rows of blocks. Columns split across threads GROUP at a
-// time, SPAN groups at once; for each span the rows go by in tiles of TILE, then 4, 2, 1.
+// y (M rows, stride ldy) = x (M, K) · Wᵀ (+ bias), W: N rows of blocks; tiles: x's tiles of TILE rows packed
+// (gguf_pack_rows) where the format reads them so. Columns split across threads GROUP at a time, SPAN groups at
+// once; for each span the rows go by in tiles of TILE, then 4, 2, 1.
 template <class F>
-void decode(const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N, float* y, int64_t ldy,
-            const float* bias) {
+void decode(const float* x, const float* tiles, int64_t M, int64_t K, const uint8_t* w, int64_t N, float* y,
+            int64_t ldy, const float* bias) {
   at::parallel_for(0, (N + GROUP - 1) / GROUP, 4, [&](int64_t g0, int64_t g1) {
     std::vector<float> part(SPAN * GROUP * TILE * S);
     for (int64_t s0 = g0; s0 < g1; s0 += SPAN) {
@@ -244,7 +260,7 @@ void decode(const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N, f
         const int64_t left = M - r0;
         const auto run = [&](auto tile_rows) {
           constexpr int R = decltype(tile_rows)::value;
-          rows<F, R>(x + r0 * K, K, w, N, s0, s1, part.data(), y + r0 * ldy, ldy, bias);
+          rows<F, R>((packed<F, R>() ? tiles : x) + r0 * K, K, w, N, s0, s1, part.data(), y + r0 * ldy, ldy, bias);
           r0 += R;
         };
         if (left >= TILE) {
@@ -328,23 +344,49 @@ at::Tensor gguf_rows(const at::Tensor& blocks, int64_t type, int64_t K, const at
   return out;
 }
 
-void gguf_decode_into(const at::Tensor& x, const at::Tensor& blocks, int64_t type, at::Tensor& y,
-                      const c10::optional<at::Tensor>& bias) {
+at::Tensor gguf_pack_rows(const at::Tensor& x) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float (M, K)");
+  const int64_t M = x.size(0), K = x.size(1), tiles = M / TILE;
+  TORCH_CHECK(K % 32 == 0, "x: K = ", K, " is not a multiple of 32");
+  auto out = at::empty({tiles, K / 32, TILE, 32}, x.options());  // 64-byte aligned: so is each chunk's row
+  const float* src = x.data_ptr<float>();
+  float* dst = out.data_ptr<float>();
+  for (int64_t t = 0; t < tiles; ++t)
+    for (int64_t c = 0; c < K / 32; ++c)
+      for (int r = 0; r < TILE; ++r) {
+        const float* from = src + (t * TILE + r) * K + 32 * c;
+        float* to = dst + ((t * K / 32 + c) * TILE + r) * 32;
+        FOR_VECTORS(v) Vec::loadu(from + S * v).store(to + S * v);
+      }
+  return out;
+}
+
+bool gguf_packs_rows(int64_t type) {
+  return gguf::with_format(type, [](auto f) { return packed<decltype(f), TILE>(); });
+}
+
+void gguf_decode_into(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& blocks, int64_t type,
+                      at::Tensor& y, const c10::optional<at::Tensor>& bias) {
   check_x(x, blocks, type, bias);
+  const bool packs = gguf_packs_rows(type);
+  TORCH_CHECK(!packs || (tiles.defined() && tiles.scalar_type() == at::kFloat && tiles.is_contiguous() &&
+                         tiles.sizes() == at::IntArrayRef({x.size(0) / TILE, x.size(1) / 32, TILE, 32})),
+              "tiles: x's rows packed (gguf_pack_rows)");
   TORCH_CHECK(y.dim() == 2 && y.size(0) == x.size(0) && y.size(1) == blocks.size(0) && y.stride(1) == 1 &&
                   y.scalar_type() == at::kFloat,
               "y: float (M, N) with unit column stride");
   const float* bp = bias.has_value() ? bias->data_ptr<float>() : nullptr;
   gguf::with_format(type, [&](auto f) {
-    decode<decltype(f)>(x.data_ptr<float>(), x.size(0), x.size(1), blocks.data_ptr<uint8_t>(), blocks.size(0),
-                        y.data_ptr<float>(), y.stride(0), bp);
+    decode<decltype(f)>(x.data_ptr<float>(), packs ? tiles.data_ptr<float>() : nullptr, x.size(0), x.size(1),
+                        blocks.data_ptr<uint8_t>(), blocks.size(0), y.data_ptr<float>(), y.stride(0), bp);
   });
 }
 
 at::Tensor gguf_decode_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
                               const c10::optional<at::Tensor>& bias) {
+  check_x(x, blocks, type, bias);  // before packing: the message names the blocks' rows, not x's columns
   auto y = at::empty({x.size(0), blocks.size(0)}, x.options());
-  gguf_decode_into(x, blocks, type, y, bias);
+  gguf_decode_into(x, gguf_packs_rows(type) ? gguf_pack_rows(x) : at::Tensor(), blocks, type, y, bias);
   return y;
 }
 

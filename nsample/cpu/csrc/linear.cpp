@@ -59,7 +59,9 @@ at::Tensor Linear::operator()(const at::Tensor& x) const {
     gguf_decode_q8_into(xq(parts[0]), parts[0].data, parts[0].type, y, bias);
     return y;
   }
-  // Each part into its columns; the bias after, as each element's one add of it either way.
+  // Each part into its columns; the bias after, as each element's one add of it either way. x's rows packed once for
+  // all the parts that read them so.
+  at::Tensor tiles;
   auto y = at::empty({x.size(0), N}, x.options());
   int64_t n0 = 0;
   for (const auto& p : parts) {
@@ -67,7 +69,8 @@ at::Tensor Linear::operator()(const at::Tensor& x) const {
     if (on_q8(p)) {
       gguf_decode_q8_into(xq(p), p.data, p.type, columns, c10::nullopt);
     } else if (p.blocks) {
-      gguf_decode_into(x, p.data, p.type, columns, c10::nullopt);
+      if (!tiles.defined() && gguf_packs_rows(p.type)) tiles = gguf_pack_rows(x);
+      gguf_decode_into(x, tiles, p.data, p.type, columns, c10::nullopt);
     } else {
       columns.copy_(int8_part(p, x, c10::nullopt));
     }
