@@ -168,7 +168,7 @@ struct KBytes {
 // Q4_K {half d, dmin; uint8 scales[12], qs[128]}, 256 weights in eight sub-blocks of 32: sub-block j = 2g + s is
 // the low (s = 0) or high (s = 1) nibbles of qs[32g .. 32g + 32]; weight (d·sc)·q - dmin·m.
 // Each chunk takes its nibbles from qs on AVX-512 (a widening, a permute and, for the high ones, a shift; from bytes
-// made once a block, as Q5_K, the same time), and elsewhere from the block's bytes (KBytes: a widening and the
+// made once a block, as Q5_K, 1.01-1.12x the time), and elsewhere from the block's bytes (KBytes: a widening and the
 // multiply-add), where each vector masked or shifted its own: under AVX2 one row 0.91-0.92x the time, eight
 // 0.96-0.99x (in-process A/B, 2 threads, from L3).
 struct Q4_K : Format<Q4_K> {
