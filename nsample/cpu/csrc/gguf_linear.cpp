@@ -164,10 +164,15 @@ void tile(const Pass& p, int c0) {
     typename F::Prep prep[C];  // each column's block's shared part (a K-quant's factors), once for its chunks
     if constexpr (PREPARED)
       for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, prep[c]);
+    // The block's packed x, one register (the empty asm): GCC otherwise addressed each load as base + index, which a
+    // multiply-add that takes its load (AVX2's one-column tiles) cannot keep as one micro-op: eight and sixteen rows of
+    // the K-quants 0.93-0.97x the time under AVX2, the same on AVX-512 (in-process A/B, 2 threads).
+    const float* xblock = packed<F, R>() ? p.x + b * F::WEIGHTS * R : p.x;
+    if constexpr (packed<F, R>()) asm("" : "+r"(xblock));
 #pragma GCC unroll 8  // a K-quant's eight sub-blocks: their factors' lanes and nibble picks resolved at compile time
     for (int j = 0; j < F::WEIGHTS / 32; ++j) {
       // x's chunk: packed, its rows 32 floats apart; else the rows' own, K apart (written so, GCC kept a pointer a row)
-      const float* xb = packed<F, R>() ? p.x + (b * F::WEIGHTS / 32 + j) * 32 * R : p.x + b * F::WEIGHTS + 32 * j;
+      const float* xb = packed<F, R>() ? xblock + 32 * R * j : p.x + b * F::WEIGHTS + 32 * j;
       const int64_t ld = packed<F, R>() ? 32 : p.K;
       if constexpr (C > 1 && R >= 8) {  // all columns' chunks, then each x vector once for all
         Vec wv[C][V];
