@@ -366,14 +366,14 @@ at::Tensor gguf_pack_rows(const at::Tensor& x) {
   return out;
 }
 
-bool gguf_packs_rows(int64_t type) {
-  return gguf::with_format(type, [](auto f) { return packed<decltype(f), TILE>(); });
+bool gguf_packs_rows(int64_t type, int64_t M) {
+  return M >= TILE && gguf::with_format(type, [](auto f) { return packed<decltype(f), TILE>(); });
 }
 
 void gguf_decode_into(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& blocks, int64_t type,
                       at::Tensor& y, const c10::optional<at::Tensor>& bias) {
   check_x(x, blocks, type, bias);
-  const bool packs = gguf_packs_rows(type);
+  const bool packs = gguf_packs_rows(type, x.size(0));
   TORCH_CHECK(!packs || (tiles.defined() && tiles.scalar_type() == at::kFloat && tiles.is_contiguous() &&
                          tiles.sizes() == at::IntArrayRef({x.size(0) / TILE, x.size(1) / 32, TILE, 32})),
               "tiles: x's rows packed (gguf_pack_rows)");
@@ -391,7 +391,7 @@ at::Tensor gguf_decode_linear(const at::Tensor& x, const at::Tensor& blocks, int
                               const c10::optional<at::Tensor>& bias) {
   check_x(x, blocks, type, bias);  // before packing: the message names the blocks' rows, not x's columns
   auto y = at::empty({x.size(0), blocks.size(0)}, x.options());
-  gguf_decode_into(x, gguf_packs_rows(type) ? gguf_pack_rows(x) : at::Tensor(), blocks, type, y, bias);
+  gguf_decode_into(x, gguf_packs_rows(type, x.size(0)) ? gguf_pack_rows(x) : at::Tensor(), blocks, type, y, bias);
   return y;
 }
 

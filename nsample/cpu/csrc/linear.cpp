@@ -69,7 +69,7 @@ at::Tensor Linear::operator()(const at::Tensor& x) const {
     if (on_q8(p)) {
       gguf_decode_q8_into(xq(p), p.data, p.type, columns, c10::nullopt);
     } else if (p.blocks) {
-      if (!tiles.defined() && gguf_packs_rows(p.type)) tiles = gguf_pack_rows(x);
+      if (!tiles.defined() && gguf_packs_rows(p.type, x.size(0))) tiles = gguf_pack_rows(x);
       gguf_decode_into(x, tiles, p.data, p.type, columns, c10::nullopt);
     } else {
       columns.copy_(int8_part(p, x, c10::nullopt));

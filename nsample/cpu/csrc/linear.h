@@ -37,7 +37,7 @@ at::Tensor gguf_decode_linear(const at::Tensor& x, const at::Tensor& blocks, int
                               const c10::optional<at::Tensor>& bias);  // x (M, K) -> (M, N), rows independent
 at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
                                const c10::optional<at::Tensor>& bias);  // the same through at::mm, for many rows
-bool gguf_packs_rows(int64_t type);              // whether gguf_decode_into reads x's tiles for a ggml type
+bool gguf_packs_rows(int64_t type, int64_t M);   // whether gguf_decode_into reads M rows' tiles for a ggml type
 at::Tensor gguf_pack_rows(const at::Tensor& x);  // x (M, K) -> its tiles of 8 rows, as gguf_decode_into reads them
 void gguf_decode_into(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& blocks, int64_t type,
                       at::Tensor& y, const c10::optional<at::Tensor>& bias);  // into y (M, N), unit column stride
