@@ -90,14 +90,6 @@ inline Bytes16 k_scales(const uint8_t* b) {
                                    ((u[2] >> 4) & four) | (((u[1] >> 6) & two) << 4)};
   return bytes16(scales_mins);
 }
-// Bit j of each lane moved to bit 4 (Q5_K's fifth bits, for five): on AVX-512 one shift, the other bits left.
-inline Ints top_bit(const Ints& u, int j) {
-#if defined(CPU_CAPABILITY_AVX512)
-  return j < 4 ? _mm512_slli_epi32(u, 4 - j) : j > 4 ? _mm512_srli_epi32(u, j - 4) : __m512i(u);
-#else
-  return ((u >> Ints(j)) & Ints(1)) << Ints(4);
-#endif
-}
 // Sub-block j's weights (d·sc_j)·q - dmin·m_j of a Q4_K or Q5_K block (Levels), from the block's factors.
 template <int BITS>
 inline auto k_levels(const Factors& f, int j) {
@@ -217,8 +209,8 @@ struct Q5_K : Format<Q5_K> {
 // h (t = 0..3, i = 0..31) has its low four bits in ql[64h + 32(t % 2) + i] (low nibble for t < 2) and its top two
 // in bits 2t of qh[32h + i]; q - 32 is scaled by (d·scales[w / 16]), the factors.
 // A block's 256 q - 32 are assembled once, as bytes, 64 (or 32) at a time (prepare), and each chunk widens and
-// converts its bytes: one widening a vector, where assembling each vector's q from its ql and qh bytes took two
-// (and on AVX-512 two table permutes, or under AVX2 five integer operations). The same float32 q - 32 times the same
+// converts its bytes: one widening a vector, where each vector's q took two (of its ql and qh bytes) and on AVX-512
+// two table permutes, or under AVX2 five integer operations. The same float32 q - 32 times the same
 // factor: the same weight. In-process A/B, 2 threads, from L3, time against that: AVX-512 one row 0.91-0.92x, eight
 // and sixteen 0.94-0.95x; AVX2 one row 0.69-0.70x, eight 0.90-0.91x, sixteen 0.86-0.89x.
 struct Q6_K : Format<Q6_K> {
@@ -238,10 +230,10 @@ struct Q6_K : Format<Q6_K> {
     const __m512i down = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);  // t = 2 | 3
     for (int h = 0; h < 2; ++h) {
       const __m512i l = _mm512_loadu_si512(b + 64 * h);
-      const __m512i t = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h)));
-      const __m512i q01 = _mm512_ternarylogic_epi32(l, _mm512_and_si512(_mm512_sllv_epi16(t, up), top), nibble, 0xE4);
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h)));
+      const __m512i q01 = _mm512_ternarylogic_epi32(l, _mm512_and_si512(_mm512_sllv_epi16(qh, up), top), nibble, 0xE4);
       const __m512i q23 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4),
-                                                    _mm512_and_si512(_mm512_srlv_epi16(t, down), top), nibble, 0xE4);
+                                                    _mm512_and_si512(_mm512_srlv_epi16(qh, down), top), nibble, 0xE4);
       _mm512_store_si512(p.q + 128 * h, _mm512_sub_epi8(q01, bias));
       _mm512_store_si512(p.q + 128 * h + 64, _mm512_sub_epi8(q23, bias));
     }
@@ -252,12 +244,12 @@ struct Q6_K : Format<Q6_K> {
     };
     for (int h = 0; h < 2; ++h) {
       const auto load = [&](int at) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + at)); };
-      const __m256i l0 = load(64 * h), l1 = load(64 * h + 32), t = load(128 + 32 * h);
+      const __m256i l0 = load(64 * h), l1 = load(64 * h + 32), qh = load(128 + 32 * h);
       int8_t* q = p.q + 128 * h;
-      _mm256_store_si256(reinterpret_cast<__m256i*>(q), join(l0, _mm256_slli_epi16(t, 4)));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32), join(l1, _mm256_slli_epi16(t, 2)));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 64), join(_mm256_srli_epi16(l0, 4), t));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 96), join(_mm256_srli_epi16(l1, 4), _mm256_srli_epi16(t, 2)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q), join(l0, _mm256_slli_epi16(qh, 4)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32), join(l1, _mm256_slli_epi16(qh, 2)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 64), join(_mm256_srli_epi16(l0, 4), qh));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 96), join(_mm256_srli_epi16(l1, 4), _mm256_srli_epi16(qh, 2)));
     }
 #else
     for (int h = 0; h < 2; ++h)
