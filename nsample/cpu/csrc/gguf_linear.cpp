@@ -374,24 +374,25 @@ void gguf_decode_into(const at::Tensor& x, const at::Tensor& tiles, const at::Te
                       at::Tensor& y, const c10::optional<at::Tensor>& bias) {
   check_x(x, blocks, type, bias);
   const bool packs = gguf_packs_rows(type, x.size(0));
-  TORCH_CHECK(!packs || (tiles.defined() && tiles.scalar_type() == at::kFloat && tiles.is_contiguous() &&
-                         tiles.sizes() == at::IntArrayRef({x.size(0) / TILE, x.size(1) / 32, TILE, 32})),
+  TORCH_CHECK(!packs || !tiles.defined() ||
+                  (tiles.scalar_type() == at::kFloat && tiles.is_contiguous() &&
+                   tiles.sizes() == at::IntArrayRef({x.size(0) / TILE, x.size(1) / 32, TILE, 32})),
               "tiles: x's rows packed (gguf_pack_rows)");
   TORCH_CHECK(y.dim() == 2 && y.size(0) == x.size(0) && y.size(1) == blocks.size(0) && y.stride(1) == 1 &&
                   y.scalar_type() == at::kFloat,
               "y: float (M, N) with unit column stride");
+  const at::Tensor packed_x = packs && !tiles.defined() ? gguf_pack_rows(x) : tiles;  // packed here if not given
   const float* bp = bias.has_value() ? bias->data_ptr<float>() : nullptr;
   gguf::with_format(type, [&](auto f) {
-    decode<decltype(f)>(x.data_ptr<float>(), packs ? tiles.data_ptr<float>() : nullptr, x.size(0), x.size(1),
+    decode<decltype(f)>(x.data_ptr<float>(), packs ? packed_x.data_ptr<float>() : nullptr, x.size(0), x.size(1),
                         blocks.data_ptr<uint8_t>(), blocks.size(0), y.data_ptr<float>(), y.stride(0), bp);
   });
 }
 
 at::Tensor gguf_decode_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
                               const c10::optional<at::Tensor>& bias) {
-  check_x(x, blocks, type, bias);  // before packing: the message names the blocks' rows, not x's columns
   auto y = at::empty({x.size(0), blocks.size(0)}, x.options());
-  gguf_decode_into(x, gguf_packs_rows(type, x.size(0)) ? gguf_pack_rows(x) : at::Tensor(), blocks, type, y, bias);
+  gguf_decode_into(x, at::Tensor(), blocks, type, y, bias);
   return y;
 }
 

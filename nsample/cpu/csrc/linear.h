@@ -39,8 +39,9 @@ at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, in
                                const c10::optional<at::Tensor>& bias);  // the same through at::mm, for many rows
 bool gguf_packs_rows(int64_t type, int64_t M);   // whether gguf_decode_into reads M rows' tiles for a ggml type
 at::Tensor gguf_pack_rows(const at::Tensor& x);  // x (M, K) -> its tiles of 8 rows, as gguf_decode_into reads them
+// Into y (M, N), a view with unit column stride; tiles: gguf_pack_rows(x), shared by a layer's parts, or undefined.
 void gguf_decode_into(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& blocks, int64_t type,
-                      at::Tensor& y, const c10::optional<at::Tensor>& bias);  // into y (M, N), unit column stride
+                      at::Tensor& y, const c10::optional<at::Tensor>& bias);
 
 // q8_linear.cpp: the decode product with the activation rows rounded to int8 in blocks of 32 (x86 AVX2 only).
 bool q8_available();                                             // whether this build has the kernels
