@@ -1,7 +1,8 @@
-"""The C++ kernels on a GGUF file's own blocks (nsample/cpu/csrc/gguf_formats.h, gguf_linear.cpp), format by format,
-on weights quantized by llama.cpp itself: the expanded weights are gguf-py's dequantization bitwise, the decode
-and prefill products are x · Wᵀ to float32 accuracy, and a decode or prefill row is bitwise the same whatever rows
-come with it. Run for the instruction set the kernels are built for here (NSAMPLE_ISA=avx2 forces AVX2)."""
+"""The C++ kernels on a GGUF file's own blocks (nsample/cpu/csrc/gguf_formats.h, gguf_linear.cpp, gguf_expand.cpp),
+format by format, on weights quantized by llama.cpp itself: the expanded weights are gguf-py's dequantization
+bitwise, the decode and prefill products are x · Wᵀ to float32 accuracy, and a decode or prefill row is bitwise the
+same whatever rows come with it. Run for the instruction set the kernels are built for here (NSAMPLE_ISA=avx2 forces
+AVX2)."""
 import ggml_quantizer
 import gguf
 import numpy as np

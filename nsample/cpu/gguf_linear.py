@@ -2,14 +2,14 @@
 
 A projection keeps its weight as the file's blocks (N, row bytes) in one of llama.cpp's formats (Q4_0, Q4_1, Q5_0,
 Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, or plain F32/F16/BF16 rows; csrc/gguf_formats.h). Decode steps sum on the blocks,
-expanded in registers to exactly the float32 weights transformers would dequantize them to, each row on its own
-in a fixed order (csrc/gguf_linear.cpp), so a row's numbers never depend on its batch. Prefill expands a tile of
-weight rows at a time into an MKL GEMM, so no float32 copy of a layer ever exists. Which of the two runs is chosen
-by phase (`decoding()`, set by the runner around decode forwards), never by batch size; but for the LM head by
-request too (`head_rows_decoded`): a prefill's one kept row per request, the one a first token is drawn from, runs
-on the decode kernel, as every later token's logits do, at one row's cost (a 49152x576 Q8_0 head, 2 threads: 1.6
-ms against 12 for the GEMM's 32-row tile); prompt-logprob rows, many per request, stay on the GEMM. The embedding
-expands the rows it is asked for; a tied LM head reads the embedding's blocks.
+expanded in registers to exactly the float32 weights transformers would dequantize them to, each row on its own in a
+fixed order (csrc/gguf_linear.cpp), so a row's numbers never depend on its batch. Prefill expands a tile of weight
+rows at a time into an MKL GEMM (csrc/gguf_expand.cpp), so no float32 copy of a layer ever exists. Which of the two
+runs is chosen by phase (`decoding()`, set by the runner around decode forwards), never by batch size; but for the
+LM head by request too (`head_rows_decoded`): a prefill's one kept row per request, the one a first token is drawn
+from, runs on the decode kernel, as every later token's logits do, at one row's cost (a 49152x576 Q8_0 head, 2
+threads: 1.6 ms against 12 for the GEMM's 32-row tile); prompt-logprob rows, many per request, stay on the GEMM. The
+embedding expands the rows it is asked for; a tied LM head reads the embedding's blocks.
 
 With int8 activations (`use_int8_activations`; EngineConfig.decode_activations) each activation row is rounded to
 int8 in blocks of 32 (256 for the K-quants) and multiplied by integer dot products on the blocks

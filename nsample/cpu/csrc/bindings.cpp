@@ -22,12 +22,12 @@ at::Tensor race_sample(const at::Tensor& probs, const at::Tensor& seeds, const a
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("split_rows", &split_rows, "int8_rows.cpp: activation rows to two int8 levels");
   m.def("join_levels", &join_levels, "int8_rows.cpp: the four level products to the output");
-  m.def("gguf_dequantize", &gguf_dequantize, "gguf_linear.cpp: blocks (N, row bytes), type id, K -> (N, K) float");
-  m.def("gguf_rows", &gguf_rows, "gguf_linear.cpp: blocks, type id, K, int64 ids -> (*ids, K) float, the rows");
+  m.def("gguf_dequantize", &gguf_dequantize, "gguf_expand.cpp: blocks (N, row bytes), type id, K -> (N, K) float");
+  m.def("gguf_rows", &gguf_rows, "gguf_expand.cpp: blocks, type id, K, int64 ids -> (*ids, K) float, the rows");
   m.def("gguf_decode_linear", &gguf_decode_linear,
         "gguf_linear.cpp: x (M, K), blocks (N, row bytes), type id, bias or None -> (M, N), rows independent");
   m.def("gguf_prefill_linear", &gguf_prefill_linear,
-        "gguf_linear.cpp: the same product through at::mm on tiles of expanded weights, for many rows");
+        "gguf_expand.cpp: the same product through at::mm on tiles of expanded weights, for many rows");
   m.def("q8_available", &q8_available, "q8_linear.cpp: whether this build decodes with int8 activations");
   m.def("q8_readable", &q8_readable, "q8_linear.cpp: whether a ggml type id has an int8-activation kernel");
   m.def("q8_quantize", &q8_quantize,

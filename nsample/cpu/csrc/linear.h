@@ -30,18 +30,23 @@ Linear gguf_block_linear(std::vector<at::Tensor> blocks, std::vector<int64_t> ty
                          bool q8);
 Linear int8_linear(at::Tensor packed, at::Tensor scales, at::Tensor zero_points, c10::optional<at::Tensor> bias);
 
-// gguf_linear.cpp: blocks (N, row bytes) of a ggml type, read as the file holds them.
-at::Tensor gguf_dequantize(const at::Tensor& blocks, int64_t type, int64_t K);  // -> (N, K) float
-at::Tensor gguf_rows(const at::Tensor& blocks, int64_t type, int64_t K, const at::Tensor& ids);  // (*ids, K)
+// gguf_linear.cpp: the decode product on blocks (N, row bytes) of a ggml type, read as the file holds them.
 at::Tensor gguf_decode_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
                               const c10::optional<at::Tensor>& bias);  // x (M, K) -> (M, N), rows independent
-at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
-                               const c10::optional<at::Tensor>& bias);  // the same through at::mm, for many rows
+void gguf_check_blocks(const at::Tensor& blocks);  // contiguous uint8 (N, row bytes), or an error
+void gguf_check_x(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
+                  const c10::optional<at::Tensor>& bias);  // x (M, K) float for these blocks, a bias of N, or an error
 bool gguf_packs_rows(int64_t type, int64_t M);   // whether gguf_decode_into reads M rows' tiles for a ggml type
 at::Tensor gguf_pack_rows(const at::Tensor& x);  // x (M, K) -> its tiles of 8 rows, as gguf_decode_into reads them
 // Into y (M, N), a view with unit column stride; tiles: gguf_pack_rows(x), shared by a layer's parts, or undefined.
 void gguf_decode_into(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& blocks, int64_t type,
                       at::Tensor& y, const c10::optional<at::Tensor>& bias);
+
+// gguf_expand.cpp: the blocks expanded to float32.
+at::Tensor gguf_dequantize(const at::Tensor& blocks, int64_t type, int64_t K);  // -> (N, K) float
+at::Tensor gguf_rows(const at::Tensor& blocks, int64_t type, int64_t K, const at::Tensor& ids);  // (*ids, K)
+at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
+                               const c10::optional<at::Tensor>& bias);  // the decode product through at::mm, many rows
 
 // q8_linear.cpp: the decode product with the activation rows rounded to int8 in blocks of 32 (x86 AVX2 only).
 bool q8_available();                                             // whether this build has the kernels
