@@ -119,6 +119,7 @@ def main():
     ap.add_argument("--gguf", type=Path, default=None, help="default: the GGUF nsample embeds")
     ap.add_argument("--no-extra-bufts", action="store_true", help="no AMX/repacked weight buffers")
     args = ap.parse_args()
+    imported = memory("imports")  # Python and llama.cpp's libraries, before any model
     bench = Bench(args)
     loaded = memory("load")
     ids = bench.prompt(args.prompt)
@@ -139,7 +140,7 @@ def main():
                       "wall": wall, "tok_s": tokens / wall, "prefill_s": prefill, "decode_s": decode,
                       "decode_step_ms": 1e3 * decode / (args.new_tokens - 1) / (1 if rows > 1 else args.n),
                       "llama_cpp": llama_cpp.__version__, "gguf": str(args.gguf or embedded_gguf()),
-                      "load_s": bench.load_s, **loaded, **end, "isa": isa_flags()}))
+                      "load_s": bench.load_s, **imported, **loaded, **end, "isa": isa_flags()}))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ the same file. Above each model's table it prints, once:
     and transformers before it timed apart (and added back in a row of their own); llama.cpp's model load and
     context creation (its first row's process; its library import is not counted either);
   - each engine's RSS (VmRSS, and peak VmHWM) after load and at the end of its run, from its first row's process
-    (nsample: the first of fast, int8, fp32, nrs that runs);
+    (nsample: the first of fast, int8, fp32, nrs that runs), its RSS after its imports (the runtime's floor: Python
+    with torch and transformers, or with llama.cpp's library) and its RSS at the end above that floor;
   - the instruction set of nsample's kernels (nsample.cpu.kernels.built_isa(); --isa forces one) and of each llama.cpp
     column (the "= 1" flags of llama_print_system_info());
   - the decode path of every layer kind and the weight bytes read per decode step: nsample's, as
@@ -100,10 +101,11 @@ def load_engine(args, quantize: str, activations: str = "float32"):
     import nsample
     import nsample.engine.engine  # noqa: F401 - torch and transformers, which nsample.load imports lazily
 
+    imported = memory("imports")  # the runtime's own floor: Python, torch, transformers, before any model
     t1 = time.perf_counter()
     engine = nsample.load(args.model, device=args.device, dtype=args.dtype, quantize=quantize,
                           decode_activations=activations, decode_width=args.decode_width)
-    return engine, {"import_s": t1 - t0, "load_s": time.perf_counter() - t1, **memory("load")}
+    return engine, {"import_s": t1 - t0, "load_s": time.perf_counter() - t1, **imported, **memory("load")}
 
 
 def weights(engine) -> dict:
@@ -232,10 +234,16 @@ def engine_lines(loads: list[dict], ns: dict, ll: dict) -> list[str]:
             ("load s, cached", cached.get("load_s"), ll.get("load_s")),
             ("imports s (torch etc.)", imports, None),
             ("cached load + imports s", None if imports is None else imports + cached["load_s"], ll.get("load_s"))]
+    rows.append(("RSS MiB, after imports", ns.get("rss_imports_mib"), ll.get("rss_imports_mib")))
     for when, what in (("load", "after load"), ("end", "end of run")):
         for field, name in (("rss", "RSS"), ("hwm", "peak RSS")):
             key = f"{field}_{when}_mib"
             rows.append((f"{name} MiB, {what}", ns.get(key), ll.get(key)))
+    # The model's own memory above each runtime's floor, at the end of the run: the weights it read (a mapped file's
+    # pages count once touched, so not yet after load), its KV cache and buffers.
+    above = [None if e.get("rss_imports_mib") is None or e.get("rss_end_mib") is None
+             else e["rss_end_mib"] - e["rss_imports_mib"] for e in (ns, ll)]
+    rows.append(("RSS MiB, end - imports", *above))
     head = f"  {'':24} {'nsample':>8} {'llama.cpp':>9} {'ratio':>7}"
     return [head] + [f"  {name:24} {fmt(a)} {fmt(b, '9.2f')} {ratio(a, b)}" for name, a, b in rows]
 
