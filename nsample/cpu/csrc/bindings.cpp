@@ -31,9 +31,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("q8_available", &q8_available, "q8_linear.cpp: whether this build decodes with int8 activations");
   m.def("q8_readable", &q8_readable, "q8_linear.cpp: whether a ggml type id has an int8-activation kernel");
   m.def("q8_quantize", &q8_quantize,
-        "q8_linear.cpp: x (M, K), block 32 or 256 -> (int8 q, scale d per block, float Σx per 32, int16 Σq per 16 "
+        "q8_quantize.cpp: x (M, K), block 32 or 256 -> (int8 q, scale d per block, float Σx per 32, int16 Σq per 16 "
         "for block 256)");
-  m.def("q8_block", &q8_block, "q8_linear.cpp: the block a ggml type's activations are rounded in (32 or 256)");
+  m.def("q8_block", &q8_block, "q8_quantize.cpp: the block a ggml type's activations are rounded in (32 or 256)");
   m.def("gguf_decode_q8_linear", &gguf_decode_q8_linear,
         "q8_linear.cpp: gguf_decode_linear with the activations rounded to int8 in blocks of 32, rows independent");
   // module_local: each instruction set's build is a module of its own with its own Linear, and one process may load

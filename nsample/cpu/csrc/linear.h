@@ -51,9 +51,11 @@ at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, in
 // q8_linear.cpp: the decode product with the activation rows rounded to int8 in blocks of 32 (x86 AVX2 only).
 bool q8_available();                                             // whether this build has the kernels
 bool q8_readable(int64_t type);                                  // whether a ggml type has one
-std::vector<at::Tensor> q8_quantize(const at::Tensor& x, int64_t block);  // x (M, K) -> (q, d, Σx, Σq), block 32|256
-int64_t q8_block(int64_t type);                                  // the block a type's kernel wants
 void gguf_decode_q8_into(const std::vector<at::Tensor>& xq, const at::Tensor& blocks, int64_t type, at::Tensor& y,
                          const c10::optional<at::Tensor>& bias);  // into y (M, N), unit column stride
 at::Tensor gguf_decode_q8_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
                                  const c10::optional<at::Tensor>& bias);  // x (M, K) -> (M, N), rows independent
+
+// q8_quantize.cpp: the activation rows rounded to int8, as those kernels read them.
+std::vector<at::Tensor> q8_quantize(const at::Tensor& x, int64_t block);  // x (M, K) -> (q, d, Σx, Σq), block 32|256
+int64_t q8_block(int64_t type);                                  // the block a type's kernel wants

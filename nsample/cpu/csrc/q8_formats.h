@@ -26,6 +26,11 @@ struct Chunk {
   float min;
 };
 
+inline float hsum(__m128 s) {  // the lanes' sum, added in a fixed order
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+inline float hsum(const __m256& v) { return hsum(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))); }
 inline __m256i load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256i mask(int m) { return _mm256_set1_epi8(static_cast<char>(m)); }
 // 16 bytes of nibbles as 32: weight i < 16 the low nibble of byte i, the rest the high nibble of byte i - 16.
