@@ -133,6 +133,20 @@ inline void burst(const uint8_t* p, int64_t bytes) {
   __builtin_prefetch(p + bytes - 1, 0, 2);
 }
 
+// Blocks whose shared parts (factors, a Q6_K's bytes) a tile makes for a run of them before their chunks: Q4_K's and
+// Q6_K's eight rows on AVX-512. Made between blocks, they had GCC keep the sixteen accumulators on the stack across
+// each block (16 stores and 16 reloads a block pair); made ahead, the loop of a Q4_K block pair has 573 instructions
+// (21 on the stack) where it had 585 (67), a Q6_K's 577 (16) where 676 (76). In-process A/B, 2 threads, from memory,
+// two runs: Q4_K 0.93-1.0x the time, Q6_K 0.96-1.0x; Q5_K 1.02-1.04x, so it keeps making its own between blocks.
+template <class F, int R>
+constexpr int run() {
+#if defined(CPU_CAPABILITY_AVX512)
+  return R == TILE && (F::TYPE == gguf::Q4_K::TYPE || F::TYPE == gguf::Q6_K::TYPE) ? 8 : 1;
+#else
+  return 1;
+#endif
+}
+
 // Chunk j of a block into w: from the block's prepared part (F::chunk_with) or from the block alone (F::chunk).
 template <class F, bool PREPARED>
 inline void expand(const uint8_t* block, int j, Vec* w, const typename F::Prep& prep) {
@@ -153,12 +167,19 @@ void tile(const Pass& p, int c0) {
   float* part = p.part + c0 * R * S;
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = p.first ? Vec(0.0f) : Vec::loadu(part + (c * R + r) * S);
+  constexpr int RUN = PREPARED ? run<F, R>() : 1;
+  typename F::Prep ahead[RUN][C];  // RUN > 1: a run of blocks' shared parts, made before their chunks
   for (int64_t b = p.b0; b < p.b1; ++b) {
     if constexpr (steady<F>(R))
       for (int c = 0; c < C; ++c) gguf::prefetch<F>(p.w + (c0 + c + AHEAD) * p.row + b * F::BYTES);
-    typename F::Prep prep[C];  // each column's block's shared part (a K-quant's factors), once for its chunks
-    if constexpr (PREPARED)
-      for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, prep[c]);
+    typename F::Prep here[C];  // each column's block's shared part (a K-quant's factors), once for its chunks
+    if constexpr (PREPARED && RUN == 1)
+      for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, here[c]);
+    if constexpr (RUN > 1)
+      if ((b - p.b0) % RUN == 0)
+        for (int64_t a = b; a < std::min<int64_t>(p.b1, b + RUN); ++a)
+          for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + a * F::BYTES, ahead[a - b][c]);
+    const typename F::Prep* prep = RUN > 1 ? ahead[(b - p.b0) % RUN] : here;
     // The block's packed x, one register (the empty asm): GCC otherwise addressed each load as base + index, which a
     // multiply-add that takes its load (AVX2's one-column tiles) cannot keep as one micro-op: eight and sixteen rows of
     // the K-quants 0.93-0.97x the time under AVX2, the same on AVX-512 (in-process A/B, 2 threads).
