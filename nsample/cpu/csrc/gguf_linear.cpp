@@ -133,18 +133,16 @@ inline void burst(const uint8_t* p, int64_t bytes) {
   __builtin_prefetch(p + bytes - 1, 0, 2);
 }
 
-// Blocks whose shared parts (factors, a Q6_K's bytes) a tile makes for a run of them before their chunks: Q4_K's and
-// Q6_K's eight rows on AVX-512. Made between blocks, they had GCC keep the sixteen accumulators on the stack across
-// each block (16 stores and 16 reloads a block pair); made ahead, the loop of a Q4_K block pair has 573 instructions
-// (21 on the stack) where it had 585 (67), a Q6_K's 577 (16) where 676 (76). In-process A/B, 2 threads, from memory,
-// two runs: Q4_K 0.93-1.0x the time, Q6_K 0.96-1.0x; Q5_K 1.02-1.04x, so it keeps making its own between blocks.
-template <class F, int R>
+// Blocks whose shared parts (a K-quant's factors, and its q as bytes where it has them) a tile makes for a run of
+// them before their chunks. Made between blocks, they had GCC keep the accumulators on the stack across each block
+// (at eight rows on AVX-512, 16 stores and 16 reloads a block pair): made ahead, a loop over a block has fewer
+// instructions, on AVX-512 at eight rows Q4_K 573 (21 on the stack) from 585 (67), Q6_K 577 from 676, Q5_K 594 from
+// 665; under AVX2 Q4_K 429 from 497, Q6_K 409 from 603; at one row under AVX2 Q6_K 650 from 1258. In-process A/B, 2
+// threads, from memory, time against before: AVX-512 eight rows 0.92-1.0x, four 0.91-0.96x, one 0.91-0.98x (Q6_K's
+// 49152-row head 1.03x); AVX2 eight rows 0.92-0.95x, four 0.95-1.0x, one 0.77-0.98x; two rows 0.91-1.05x either.
+template <class F>
 constexpr int run() {
-#if defined(CPU_CAPABILITY_AVX512)
-  return R == TILE && (F::TYPE == gguf::Q4_K::TYPE || F::TYPE == gguf::Q6_K::TYPE) ? 8 : 1;
-#else
-  return 1;
-#endif
+  return F::WEIGHTS == 256 ? 8 : 1;
 }
 
 // Chunk j of a block into w: from the block's prepared part (F::chunk_with) or from the block alone (F::chunk).
@@ -167,7 +165,7 @@ void tile(const Pass& p, int c0) {
   float* part = p.part + c0 * R * S;
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = p.first ? Vec(0.0f) : Vec::loadu(part + (c * R + r) * S);
-  constexpr int RUN = PREPARED ? run<F, R>() : 1;
+  constexpr int RUN = PREPARED ? run<F>() : 1;
   typename F::Prep ahead[RUN][C];  // RUN > 1: a run of blocks' shared parts, made before their chunks
   for (int64_t b = p.b0; b < p.b1; ++b) {
     if constexpr (steady<F>(R))
