@@ -138,7 +138,7 @@ inline void burst(const uint8_t* p, int64_t bytes) {
 // (at eight rows on AVX-512, 16 stores and 16 reloads a block pair): made ahead, a loop over a block has fewer
 // instructions, on AVX-512 at eight rows Q4_K 573 (21 on the stack) from 585 (67), Q6_K 577 from 676, Q5_K 594 from
 // 665; under AVX2 Q4_K 429 from 497, Q6_K 409 from 603; at one row under AVX2 Q6_K 650 from 1258. In-process A/B, 2
-// threads, from memory, time against before: AVX-512 eight rows 0.92-1.0x, four 0.91-0.96x; AVX2 eight rows
+// threads, from memory, time against before: AVX-512 eight rows 0.92-1.03x, four 0.91-0.96x; AVX2 eight rows
 // 0.92-0.95x, four 0.95-1.0x; two rows 0.91-1.05x either. One row takes runs of four: its blocks stream from memory,
 // and a run's blocks are read at its start, sooner after the requests for them (gguf::prefetch) than one at a time;
 // with runs of eight the 49152-row Q6_K head took 1.02-1.04x the time on AVX-512, with four 0.97x (other shapes
