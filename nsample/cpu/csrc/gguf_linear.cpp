@@ -169,11 +169,11 @@ void tile(const Pass& p, int c0) {
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = p.first ? Vec(0.0f) : Vec::loadu(part + (c * R + r) * S);
   constexpr int RUN = PREPARED ? run<F, R>() : 1;
-  typename F::Prep ahead[RUN][C];  // RUN > 1: a run of blocks' shared parts, made before their chunks
+  typename F::Prep ahead[RUN][C];  // RUN > 1 (the K-quants): a run of blocks' shared parts, made before their chunks
   for (int64_t b = p.b0; b < p.b1; ++b) {
     if constexpr (steady<F>(R))
       for (int c = 0; c < C; ++c) gguf::prefetch<F>(p.w + (c0 + c + AHEAD) * p.row + b * F::BYTES);
-    typename F::Prep here[C];  // each column's block's shared part (a K-quant's factors), once for its chunks
+    typename F::Prep here[C];  // RUN == 1: each column's block's shared part, made here (a one-row Q4_1's d and m)
     if constexpr (PREPARED && RUN == 1)
       for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, here[c]);
     if constexpr (RUN > 1)
