@@ -142,7 +142,10 @@ inline void burst(const uint8_t* p, int64_t bytes) {
 // 0.92-0.95x, four 0.95-1.0x; two rows 0.91-1.05x either. One row takes runs of four: its blocks stream from memory,
 // and a run's blocks are read at its start, sooner after the requests for them (gguf::prefetch) than one at a time;
 // with runs of eight the 49152-row Q6_K head took 1.02-1.04x the time on AVX-512, with four 0.97x (other shapes
-// 0.89-0.97x; AVX2 0.80-0.94x, the head 0.90x).
+// 0.89-0.97x; AVX2 0.80-0.94x, the head 0.90x). A run's parts are made in a loop of their own, then its blocks go by
+// in another, where one loop over the blocks tested each one's place in its run: one row 0.94-1.0x the time on
+// AVX-512 and 0.95-1.01x under AVX2, four and eight rows the same within the A/B's noise, 3-5% (stop 40, the two
+// builds' order turned each round: the one timed first in a round had taken up to 10% longer at one row).
 template <class F, int R>
 constexpr int run() {
   return F::WEIGHTS == 256 ? (R == 1 ? 4 : 8) : 1;
@@ -168,19 +171,10 @@ void tile(const Pass& p, int c0) {
   float* part = p.part + c0 * R * S;
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = p.first ? Vec(0.0f) : Vec::loadu(part + (c * R + r) * S);
-  constexpr int RUN = PREPARED ? run<F, R>() : 1;
-  typename F::Prep ahead[RUN][C];  // RUN > 1 (the K-quants): a run of blocks' shared parts, made before their chunks
-  for (int64_t b = p.b0; b < p.b1; ++b) {
+  // Block b's chunks, given its columns' shared parts.
+  const auto block = [&](int64_t b, const typename F::Prep* prep) __attribute__((always_inline)) {
     if constexpr (steady<F>(R))
       for (int c = 0; c < C; ++c) gguf::prefetch<F>(p.w + (c0 + c + AHEAD) * p.row + b * F::BYTES);
-    typename F::Prep here[C];  // RUN == 1: each column's block's shared part, made here (a one-row Q4_1's d and m)
-    if constexpr (PREPARED && RUN == 1)
-      for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, here[c]);
-    if constexpr (RUN > 1)
-      if ((b - p.b0) % RUN == 0)
-        for (int64_t a = b; a < std::min<int64_t>(p.b1, b + RUN); ++a)
-          for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + a * F::BYTES, ahead[a - b][c]);
-    const typename F::Prep* prep = RUN > 1 ? ahead[(b - p.b0) % RUN] : here;
     // The block's packed x, one register (the empty asm): GCC otherwise addressed each load as base + index, which a
     // multiply-add that takes its load (AVX2's one-column tiles) cannot keep as one micro-op: eight and sixteen rows of
     // the K-quants 0.93-0.97x the time under AVX2, the same on AVX-512 (in-process A/B, 2 threads).
@@ -213,6 +207,23 @@ void tile(const Pass& p, int c0) {
               acc[r][c] = at::vec::fmadd(Vec::loadu(xb + r * ld + S * v), wv[v], acc[r][c]);
         }
       }
+    }
+  };
+  constexpr int RUN = PREPARED ? run<F, R>() : 1;
+  if constexpr (RUN > 1) {  // the K-quants: a run's shared parts, then its blocks, each in a loop of its own (run)
+    typename F::Prep ahead[RUN][C];
+    for (int64_t b0 = p.b0; b0 < p.b1; b0 += RUN) {
+      const int64_t b1 = std::min<int64_t>(p.b1, b0 + RUN);
+      for (int64_t b = b0; b < b1; ++b)
+        for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, ahead[b - b0][c]);
+      for (int64_t b = b0; b < b1; ++b) block(b, ahead[b - b0]);
+    }
+  } else {
+    for (int64_t b = p.b0; b < p.b1; ++b) {
+      typename F::Prep here[C];  // each column's block's shared part, made here (a one-row Q4_1's d and m)
+      if constexpr (PREPARED)
+        for (int c = 0; c < C; ++c) F::prepare(p.w + (c0 + c) * p.row + b * F::BYTES, here[c]);
+      block(b, here);
     }
   }
   if (!p.last) {
