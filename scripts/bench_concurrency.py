@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from benchmark import prompt_of
+from bench_measure import prompt_of
 
 SCENARIOS = {"single": (1, 16, None), "8x2": (8, 2, None), "8x2-staggered": (8, 2, None), "16x1": (16, 1, None),
              "long": (1, 8, 1024)}

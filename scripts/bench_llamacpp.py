@@ -19,7 +19,7 @@ from pathlib import Path
 
 import llama_cpp
 import llama_cpp.llama_cpp as lib
-from benchmark import TEXT, memory  # torch-free at import, checked below
+from bench_measure import TEXT, memory  # torch-free at import, checked below
 
 from nsample.models.embedded import embedded_gguf
 

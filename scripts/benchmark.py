@@ -38,29 +38,21 @@ import argparse
 import importlib.util
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# No torch (nor nsample) at import: scripts/bench_llamacpp.py imports this module's helpers and must stay torch-free.
+from bench_header import NSAMPLE_METHODS, header
 
-TEXT = ("The history of the printing press begins in the fifteenth century, when movable type changed how "
-        "books were made, copied and read across Europe and beyond. ")
+# No torch (nor nsample) at import, here as in bench_header.py and bench_measure.py: bench_llamacpp.py, which must stay
+# torch-free, imports bench_measure's helpers.
+
 METHODS = ("fast", "fast-int8", "int8", "fp32", "nrs", "llama", "llama-seq")
-NSAMPLE_METHODS = ("fast", "fast-int8", "int8", "fp32", "nrs")  # the order the header takes nsample's figures in
 LLAMA = Path(__file__).with_name("bench_llamacpp.py")
-QUANTIZE = {"fast": "auto", "fast-int8": "auto", "int8": "int8"}  # method -> nsample quantize (others: none)
-ACTIVATIONS = {"fast-int8": "int8"}  # method -> decode_activations (others: float32)
-HF_KINDS = {"embed_tokens": "token_embd", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
-            "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate",
-            "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "lm_head": "output", "norm": "output_norm",
-            "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}  # transformers' names -> GGUF's
-MIB = 2**20
+MEASURE = Path(__file__).with_name("bench_measure.py")  # one nsample measurement, in its own process
 
 
 @dataclass
@@ -68,111 +60,6 @@ class Target:
     """One model the table runs on: what nsample.load takes (None: the embedded one) and its GGUF file, if any."""
     model: str | None
     gguf: Path | None
-
-
-def prompt_of(tokenizer, length: int, offset: int = 0) -> list[int]:
-    """`length` tokens of TEXT, starting `offset` words in (different prompts of the same length)."""
-    words = (TEXT * (length // 10 + 2)).split(" ")
-    ids = tokenizer(" ".join(words[offset:]), add_special_tokens=False)["input_ids"]
-    return ids[:length]
-
-
-def status_mib(field: str) -> float:
-    """VmRSS (resident now) or VmHWM (peak resident since the last reset) of this process, in MiB."""
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
-
-
-def memory(when: str) -> dict:
-    """{"rss_<when>_mib": VmRSS, "hwm_<when>_mib": VmHWM} of this process now."""
-    return {f"rss_{when}_mib": status_mib("VmRSS"), f"hwm_{when}_mib": status_mib("VmHWM")}
-
-
-def _reset_peak_rss() -> None:
-    with open("/proc/self/clear_refs", "w") as f:  # Linux >= 4.0: "5" resets VmHWM to the current RSS
-        f.write("5")
-
-
-def load_engine(args, quantize: str, activations: str = "float32"):
-    """nsample.load(args.model) with its wall time and this process's memory right after it. The libraries it
-    imports first (torch, transformers: several seconds on a slow disk) are timed apart, as import_s: llama.cpp's
-    load_s counts no library import either."""
-    t0 = time.perf_counter()
-    import nsample
-    import nsample.engine.engine  # noqa: F401 - torch and transformers, which nsample.load imports lazily
-
-    imported = memory("imports")  # the runtime's own floor: Python, torch, transformers, before any model
-    t1 = time.perf_counter()
-    engine = nsample.load(args.model, device=args.device, dtype=args.dtype, quantize=quantize,
-                          decode_activations=activations, decode_width=args.decode_width)
-    return engine, {"import_s": t1 - t0, "load_s": time.perf_counter() - t1, **imported, **memory("load")}
-
-
-def weights(engine) -> dict:
-    """The kernels' instruction set and nsample.cpu.weights_report.describe(engine.model), or None where missing."""
-    from nsample.cpu import kernels
-
-    try:
-        from nsample.cpu.weights_report import describe
-    except ImportError:
-        describe = None
-    report = describe(engine.model) if describe else None
-    isa = getattr(kernels, "isa", lambda: None)()
-    built = getattr(kernels, "built_isa", lambda: isa)()  # an older checkout builds no other set than isa()
-    if isa is not None and kernels.ops() is None:
-        isa += " (kernels not built)"
-    elif built != isa:
-        isa = f"{built} (built in place of {isa}, which did not compile)"
-    elif isa is not None and report is not None and report.get("isa") is None:
-        isa += " (this model decodes without them)"
-    return {"kernels_isa": isa, "report": report}
-
-
-def measure_load(args) -> dict:
-    """--load-only: one nsample.load (quantize auto) in this process: its time, memory and decode paths."""
-    engine, report = load_engine(args, "auto")
-    report |= weights(engine) | {"quantize": engine.quantize}
-    engine.close()
-    return report
-
-
-def measure(args) -> dict:
-    """One torch method at one (prompt, n), in this process: warm up, then time it; peak memory above the model."""
-    import torch
-
-    method, P, n = args.one
-    engine, loaded = load_engine(args, QUANTIZE.get(method, "none"), ACTIVATIONS.get(method, "float32"))
-    model, tok, dev = engine.model, engine.tokenizer, engine.device
-    ids, T = prompt_of(tok, P), args.new_tokens
-    hf = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tok.eos_token_id)
-
-    def run(tokens: int):
-        if method != "nrs":
-            return engine.generate(ids, n=n, seed=0, max_tokens=tokens, ignore_eos=True)
-        with torch.inference_mode():
-            model.generate(torch.tensor([ids], device=dev), num_return_sequences=n, max_new_tokens=tokens,
-                           min_new_tokens=tokens, **hf)
-
-    run(2)  # warm-up
-    peak_before = status_mib("VmHWM")  # the load's and warm-up's peak, before the reset below
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-    else:
-        _reset_peak_rss()
-        base = status_mib("VmRSS")
-    t0 = time.perf_counter()
-    run(T)
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    wall = time.perf_counter() - t0
-    peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if dev.type == "cuda" else status_mib("VmHWM") - base
-    end = memory("end")
-    end["hwm_end_mib"] = max(end["hwm_end_mib"], peak_before)  # the process's peak over its whole life
-    engine.close()
-    return {"wall": wall, "peak_mib": peak, "device": str(dev), "dtype": str(model.dtype), "model": engine.name,
-            "quantize": engine.quantize, **loaded, **end}
 
 
 def nsample_env(args, **extra: str) -> dict:
@@ -189,7 +76,7 @@ def run_json(cmd: list[str], env: dict | None = None) -> dict:
 
 
 def nsample_cmd(args, target: Target, *mode: str) -> list[str]:
-    return [sys.executable, __file__, *mode, "--new-tokens", str(args.new_tokens), "--device", args.device,
+    return [sys.executable, str(MEASURE), *mode, "--new-tokens", str(args.new_tokens), "--device", args.device,
             "--dtype", args.dtype] + (["--model", target.model] if target.model else []) + \
         (["--decode-width", str(args.decode_width)] if args.decode_width else [])
 
@@ -215,107 +102,6 @@ def spawn_loads(args, target: Target) -> list[dict]:
         return [run_json(nsample_cmd(args, target, "--load-only"), env) for _ in range(2)]
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-
-
-def fmt(value, spec: str = "8.2f") -> str:
-    """`value` formatted by `spec`, or "-" as wide where there is none."""
-    return "-".rjust(int(re.match(r"\d*", spec).group() or 0)) if value is None else format(value, spec)
-
-
-def ratio(a, b) -> str:
-    return f"{a / b:6.2f}x" if a is not None and b else "      -"
-
-
-def engine_lines(loads: list[dict], ns: dict, ll: dict) -> list[str]:
-    """Load times and memory, nsample beside llama.cpp, with their ratio."""
-    first, cached = (loads + [{}, {}])[:2]
-    imports = cached.get("import_s")
-    rows = [("load s, first", first.get("load_s"), ll.get("load_s")),
-            ("load s, cached", cached.get("load_s"), ll.get("load_s")),
-            ("imports s (torch etc.)", imports, None),
-            ("cached load + imports s", None if imports is None else imports + cached["load_s"], ll.get("load_s"))]
-    rows.append(("RSS MiB, after imports", ns.get("rss_imports_mib"), ll.get("rss_imports_mib")))
-    for when, what in (("load", "after load"), ("end", "end of run")):
-        for field, name in (("rss", "RSS"), ("hwm", "peak RSS")):
-            key = f"{field}_{when}_mib"
-            rows.append((f"{name} MiB, {what}", ns.get(key), ll.get(key)))
-    # The model's own memory above each runtime's floor, at the end of the run: the weights it read (a mapped file's
-    # pages count once touched, so not yet after load), its KV cache and buffers.
-    above = [None if e.get("rss_imports_mib") is None or e.get("rss_end_mib") is None
-             else e["rss_end_mib"] - e["rss_imports_mib"] for e in (ns, ll)]
-    rows.append(("RSS MiB, end - imports", *above))
-    head = f"  {'':24} {'nsample':>8} {'llama.cpp':>9} {'ratio':>7}"
-    return [head] + [f"  {name:24} {fmt(a)} {fmt(b, '9.2f')} {ratio(a, b)}" for name, a, b in rows]
-
-
-def gguf_kinds(kind: str) -> list[str]:
-    """weights_report's kind as the GGUF names it: self_attn.q_proj -> [attn_q]; a grouped layer, e.g.
-    self_attn.q_proj_k_proj_v_proj -> [attn_q, attn_k, attn_v]; one it does not know stays as it is."""
-    prefix, _, last = kind.rpartition(".")
-    members = [f"{prefix}.{m}" if prefix else m for m in re.findall(r"[a-z]+_proj", last)] or [kind]
-    return [HF_KINDS[m] for m in members] if all(m in HF_KINDS for m in members) else [HF_KINDS.get(kind, kind)]
-
-
-def kinds(report: dict | None) -> dict:
-    """weights_report's {"paths": {kind: path}} by the GGUF's kinds; a grouped layer's path says its group."""
-    paths = {}
-    for kind, path in (report or {}).get("paths", {}).items():
-        group = gguf_kinds(kind)
-        for k in group:
-            paths[k] = path + (f" [{'+'.join(group)}]" if len(group) > 1 else "")
-    return paths
-
-
-def path_lines(target: Target, report: dict | None) -> list[str]:
-    """Every layer kind's decode path in nsample and its tensor types in the GGUF; the bytes a decode step reads."""
-    from make_fixtures import contents, kind_types, kinds_of
-
-    info = contents(target.gguf) if target.gguf else None
-    paths = kinds(report)
-    names = kinds_of(info, paths) if info else sorted(paths)
-    w1, w2 = max(map(len, names + ["layer kind"])), max(map(len, list(paths.values()) + ["nsample decode path"]))
-    lines = [f"  {'layer kind':{w1}} {'nsample decode path':{w2}} GGUF tensors"]
-    lines += [f"  {k:{w1}} {paths.get(k, '-'):{w2}} {kind_types(info, k) if info else '-'}" for k in names]
-    ns_bytes = (report or {}).get("decode_bytes")
-    gguf_bytes = info["decode_bytes"] if info else None
-    lines.append(f"  weights read per decode step: nsample {fmt(ns_bytes and ns_bytes / MIB, '.1f')} MiB, "
-                 f"GGUF {fmt(gguf_bytes and gguf_bytes / MIB, '.1f')} MiB, ratio {ratio(ns_bytes, gguf_bytes).strip()}")
-    return lines
-
-
-def first_of(row: dict, methods) -> dict:
-    return next((row[m] for m in methods if m in row), {})
-
-
-def llama_isas(row: dict) -> str:
-    """Each llama.cpp column's build flags, once where the columns agree."""
-    flags = {m: " ".join(row[m]["isa"]) for m in ("llama", "llama-seq") if m in row}
-    if len(set(flags.values())) == 1:
-        return f"llama.cpp ({', '.join(flags)}) {next(iter(flags.values()))}"
-    return " | ".join(f"{m} {f}" for m, f in flags.items()) or "llama.cpp -"
-
-
-def header(args, target: Target, loads: list[dict], row: dict) -> str:
-    """The lines printed once above a model's table."""
-    import torch
-
-    cached = loads[-1] if loads else {}
-    ns = {**cached, **first_of(row, NSAMPLE_METHODS)}  # the table's process where one ran, else the cached load's
-    name = ns.get("model") or (target.gguf.stem if target.gguf else target.model)
-    lines = [(f"model {name} on {ns.get('device', '-')} ({ns.get('dtype', '-')}; fast = quantize "
-              f"{row.get('fast', cached).get('quantize', '-')}), torch {torch.__version__}, {args.threads} threads, "
-              f"{args.new_tokens} new tokens per choice, temperature 1, eos ignored, each measurement in a fresh "
-              "process" + (f"; nsample's decode_width {args.decode_width}" if args.decode_width else ""))]
-    if target.gguf:
-        from make_fixtures import summary
-
-        lines.append(f"file {target.gguf}\n  {summary(target.gguf, per_kind=False)}")
-    forced = f" (forced: --isa {args.isa})" if args.isa else ""
-    lines.append(f"instruction sets: nsample kernels {cached.get('kernels_isa') or '-'}{forced} | "
-                 f"{llama_isas(row)}")
-    lines += engine_lines(loads, ns, first_of(row, ("llama", "llama-seq")))
-    lines += path_lines(target, cached.get("report"))
-    return "\n".join(lines)
 
 
 def targets_of(args) -> list[Target]:
@@ -408,14 +194,7 @@ def main():
                     help="runs of each method per row, alternated; the table shows each method's median run")
     ap.add_argument("--isa", choices=ISA_FLAGS, default=None,
                     help="force nsample's kernel build (NSAMPLE_ISA) in its processes")
-    ap.add_argument("--one", nargs=3, metavar=("METHOD", "PROMPT", "N"), help=argparse.SUPPRESS)
-    ap.add_argument("--load-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.one or args.load_only:
-        if args.one:
-            args.one = [args.one[0], int(args.one[1]), int(args.one[2])]
-        print(json.dumps(measure(args) if args.one else measure_load(args)))
-        return
     if args.gguf and args.model:
         ap.error("--model and --gguf name the model both ways: give one")
     if args.rounds < 1:

@@ -13,7 +13,7 @@ import collections
 import time
 
 import torch
-from benchmark import prompt_of
+from bench_measure import prompt_of
 
 import nsample
 from nsample.engine import model_runner, prefix_attention, request_state
