@@ -2,8 +2,9 @@
 where they cannot be.
 
 - int8_rows.cpp: the float work around the two-level int8 GEMM (int8_linear.py), bitwise the ATen ops it replaces.
-- gguf_block.h, gguf_formats.h, gguf_kquants.h, gguf_linear.cpp, gguf_expand.cpp: linear layers on a GGUF's own
-  blocks, read as the file holds them (gguf_model.py): the decode product, and the blocks expanded to float32.
+- gguf_block.h, gguf_formats.h, gguf_kquants.h, gguf_tile.h, gguf_linear.cpp, gguf_pack.cpp, gguf_expand.cpp: linear
+  layers on a GGUF's own blocks, read as the file holds them (gguf_model.py): the decode product, and the blocks
+  expanded to float32.
 - q8_formats.h, q8_linear.cpp, q8_quantize.cpp: the decode product with the activations rounded to int8 (x86).
 - linear.cpp: a decode-time linear layer of either kind; decode_layer.cpp: the rest of a Llama-style layer's decode
   step around it (fused_decode.py).
@@ -37,7 +38,7 @@ from nsample.cpu.instruction_sets import ISA_FLAGS
 log = logging.getLogger(__name__)
 CSRC = Path(__file__).with_name("csrc")
 SOURCES = [CSRC / f for f in ("bindings.cpp", "int8_rows.cpp", "gguf_linear.cpp", "gguf_expand.cpp",
-                              "q8_linear.cpp", "q8_quantize.cpp", "linear.cpp", "decode_layer.cpp",
+                              "gguf_pack.cpp", "q8_linear.cpp", "q8_quantize.cpp", "linear.cpp", "decode_layer.cpp",
                               "race.cpp")]
 COMMON = ["-O3", "-fopenmp",
           "-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops

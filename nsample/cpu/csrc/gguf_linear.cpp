@@ -12,20 +12,17 @@
 #include <vector>
 
 #include "gguf_formats.h"
+#include "gguf_tile.h"
 #include "linear.h"
 
+using gguf::packed;
 using gguf::S;
+using gguf::TILE;
 using gguf::V;
 using gguf::Vec;
 
 namespace {
 
-// Rows of the activations per pass over a column's weights: 8, with one vector accumulator each per column (AVX2 and
-// NEON have 16 registers; AVX-512's 32 take two columns at eight rows, columns below). On AVX-512 sixteen rows as two
-// tiles of eight, two columns each, were 1.15-1.35x as fast as one tile of sixteen taking one (in-process A/B, 1
-// thread, 16 and 32 rows, 2026-12-04), Q6_K's too since its pair loads each x vector once (stop 37: 0.79-0.90x the
-// time of its tile of sixteen). A K-quant's tile of TILE rows reads x packed (gguf_pack_rows, packed below).
-constexpr int TILE = 8;
 constexpr int GROUP = 4;    // columns per step of the column loop
 constexpr int AHEAD = 4;    // columns: the blocks asked for ahead of their loads (gguf::prefetch, burst below)
 constexpr int SPAN = 16;    // groups whose accumulators are carried from one slice of K to the next
@@ -62,42 +59,6 @@ inline Vec held(const float* p) {
 #else
   return Vec::loadu(p);
 #endif
-}
-
-#if defined(CPU_CAPABILITY_AVX512)
-// The sums of eight accumulators' lanes, out[r] for a[r], each added exactly as vec_reduce_all adds one vector (lane
-// i plus lane i ^ 8, then ^ 4, ^ 2, ^ 1, and lane 0 kept): the eight go through each level side by side, two or
-// four to a register, in 23 instructions where eight vec_reduce_all calls take 64.
-inline void reduce8(const Vec* a, float* out) {
-  __m512 t[4], u[2];
-  for (int i = 0; i < 4; ++i)  // t[i]: lane i < 8 holds a[2i]'s lanes i + (i + 8); lane 8 + i, a[2i + 1]'s
-    t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
-                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
-  for (int i = 0; i < 2; ++i)  // u[i]: 128-bit lane q holds a[4i + q]'s four sums of the next level
-    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0x88),
-                         _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0xDD));
-  const __m512 v = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], 0x44), _mm512_shuffle_ps(u[0], u[1], 0xEE));
-  const __m512 z = _mm512_add_ps(v, _mm512_permute_ps(v, 0xB1));  // lane 4q: a[q]'s sum; 4q + 2: a[q + 4]'s
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, z);
-  for (int q = 0; q < 4; ++q) {
-    out[q] = lanes[4 * q];
-    out[q + 4] = lanes[4 * q + 2];
-  }
-}
-#endif
-
-// Whether a tile of R rows reads x packed (gguf_pack_rows: each chunk of 32 columns of a tile's rows side by side, so
-// that a chunk's vectors of all its rows lie at fixed offsets from one pointer) or as x holds its rows, K apart: packed
-// for a K-quant's tile of TILE. Rows K apart, a K-quant's eight sub-blocks a block needed an address for each row's
-// load: GCC kept the rows' offsets in registers and added the sub-block's offset to one before every load (128
-// integer instructions a block of Q4_K at eight rows, beside 272 multiply-adds), or spilled them under AVX2's 16
-// registers. Packed, eight and sixteen rows of Q4_K and Q6_K took 0.95-0.98x the time on AVX-512 and 0.84-0.94x
-// under AVX2 (in-process A/B, 2 threads, from L3; the copy, once for all of a layer's parts, included). The
-// 32-weight formats' loop, a chunk a block, keeps its row pointers: packed, Q4_1 took 1.02-1.07x the time.
-template <class F, int R>
-constexpr bool packed() {
-  return R == TILE && F::WEIGHTS == 256;
 }
 
 // One pass of a row tile over a slice of K, blocks [b0, b1), for one group of columns. Whole rows of x would
@@ -240,7 +201,7 @@ void tile(const Pass& p, int c0) {
         Vec eight[8];
         float out[8];
         for (int r = 0; r < 8; ++r) eight[r] = acc[r0 + r][c];
-        reduce8(eight, out);
+        gguf::reduce8(eight, out);
         for (int r = 0; r < 8; ++r) sums[r0 + r][c] = out[r];
       }
   } else
@@ -311,45 +272,6 @@ void decode(const float* x, const float* tiles, int64_t M, int64_t K, const uint
 }
 
 }  // namespace
-
-void gguf_check_blocks(const at::Tensor& blocks) {
-  TORCH_CHECK(blocks.dim() == 2 && blocks.scalar_type() == at::kByte && blocks.is_contiguous(),
-              "blocks: contiguous uint8 (N, row bytes)");
-}
-
-void gguf_check_x(const at::Tensor& x, const at::Tensor& blocks, int64_t type, const c10::optional<at::Tensor>& bias) {
-  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float (M, K)");
-  gguf_check_blocks(blocks);
-  gguf::with_format(type, [&](auto f) {
-    using F = decltype(f);
-    TORCH_CHECK(blocks.size(1) == gguf::row_bytes<F>(x.size(1)), "blocks: ", blocks.size(1), " bytes a row, not ",
-                "K = ", x.size(1), " weights of type ", type);
-  });
-  TORCH_CHECK(!bias.has_value() || (bias->numel() == blocks.size(0) && bias->scalar_type() == at::kFloat &&
-                                    bias->is_contiguous()),
-              "bias: contiguous float (N,)");
-}
-
-at::Tensor gguf_pack_rows(const at::Tensor& x) {
-  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float (M, K)");
-  const int64_t M = x.size(0), K = x.size(1), tiles = M / TILE;
-  TORCH_CHECK(K % 32 == 0, "x: K = ", K, " is not a multiple of 32");
-  auto out = at::empty({tiles, K / 32, TILE, 32}, x.options());  // 64-byte aligned: so is each chunk's row
-  const float* src = x.data_ptr<float>();
-  float* dst = out.data_ptr<float>();
-  for (int64_t t = 0; t < tiles; ++t)
-    for (int64_t c = 0; c < K / 32; ++c)
-      for (int r = 0; r < TILE; ++r) {
-        const float* from = src + (t * TILE + r) * K + 32 * c;
-        float* to = dst + ((t * K / 32 + c) * TILE + r) * 32;
-        FOR_VECTORS(v) Vec::loadu(from + S * v).store(to + S * v);
-      }
-  return out;
-}
-
-bool gguf_packs_rows(int64_t type, int64_t M) {
-  return M >= TILE && gguf::with_format(type, [](auto f) { return packed<decltype(f), TILE>(); });
-}
 
 void gguf_decode_into(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& blocks, int64_t type,
                       at::Tensor& y, const c10::optional<at::Tensor>& bias) {
