@@ -6,10 +6,11 @@
 namespace gguf {
 
 // Rows of the activations per pass over a column's weights: 8, with one vector accumulator each per column (AVX2 and
-// NEON have 16 registers; AVX-512's 32 take two columns at eight rows, columns below). On AVX-512 sixteen rows as two
-// tiles of eight, two columns each, were 1.15-1.35x as fast as one tile of sixteen taking one (in-process A/B, 1
-// thread, 16 and 32 rows, 2026-12-04), Q6_K's too since its pair loads each x vector once (stop 37: 0.79-0.90x the
-// time of its tile of sixteen). A K-quant's tile of TILE rows reads x packed (gguf_pack_rows; packed, below).
+// NEON have 16 registers; AVX-512's 32 take two columns at eight rows: columns in gguf_linear.cpp). On AVX-512
+// sixteen rows as two tiles of eight, two columns each, were 1.15-1.35x as fast as one tile of sixteen taking one
+// (in-process A/B, 1 thread, 16 and 32 rows, 2026-12-04), Q6_K's too since its pair loads each x vector once (stop
+// 37: 0.79-0.90x the time of its tile of sixteen). A K-quant's tile of TILE rows reads x packed (gguf_pack_rows;
+// packed, below).
 constexpr int TILE = 8;
 
 // Whether a tile of R rows reads x packed (gguf_pack_rows: each chunk of 32 columns of a tile's rows side by side, so
