@@ -17,13 +17,12 @@ import time
 from pathlib import Path
 
 import torch
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from torch.utils.cpp_extension import load
 
 from nsample.cpu import kernels
 from nsample.cpu.instruction_sets import ISA_FLAGS
 
-BLOCKS = {2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 12: (256, 144), 13: (256, 176),
-          14: (256, 210)}  # ggml type -> (weights, bytes) a block
 SCALES = {2: (0,), 8: (0,), 6: (0,), 3: (0, 2), 7: (0, 2), 12: (0, 2), 13: (0, 2), 14: (208,)}  # fp16 scale offsets
 
 
@@ -40,7 +39,7 @@ def build(name: str, csrc: Path, isa: str):
 
 def random_blocks(kind: int, N: int, K: int, g: torch.Generator) -> torch.Tensor:
     """N rows of K weights in random blocks of ggml type `kind`, with small fp16 scales."""
-    weights, size = BLOCKS[kind]
+    weights, size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
     b = torch.randint(0, 256, (N, K // weights, size), dtype=torch.uint8, generator=g)
     half = torch.tensor([0.01], dtype=torch.float16).view(torch.uint8)
     for at in SCALES[kind]:
