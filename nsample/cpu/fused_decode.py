@@ -1,4 +1,5 @@
-"""Decode steps of a quantized Llama-style model in C++: four kernel calls per layer (csrc/decode_layer.cpp).
+"""Decode steps of a quantized Llama-style model in C++: four kernel calls per layer (csrc/decode_layer.cpp,
+attention.cpp).
 
 On a 2-core CPU a decode step of the embedded model at n=1 spent about half its 30 ms outside the weights: some
 forty ATen ops per layer (norms, rotary embedding, the attention's calls and merges, SiLU·mul, residual adds)

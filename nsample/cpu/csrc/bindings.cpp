@@ -49,8 +49,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("norm_linear", &norm_linear, "decode_layer.cpp: RMSNorm, then a linear layer");
   m.def("linear_add", &linear_add, "decode_layer.cpp: a linear layer, added into the residual");
   m.def("norm_swiglu", &norm_swiglu, "decode_layer.cpp: RMSNorm, gate|up, SiLU(gate)·up");
-  m.def("decode_attention", &decode_attention, "decode_layer.cpp: rotary, KV append, attention of a decode step");
+  m.def("decode_attention", &decode_attention, "attention.cpp: rotary, KV append, attention of a decode step");
   m.def("prefill_attention", &prefill_attention,
-        "decode_layer.cpp: rotary, KV store and attention of a prefill of short prompts' chunks");
+        "attention.cpp: rotary, KV store and attention of a prefill of short prompts' chunks");
   m.def("race_sample", &race_sample, "race.cpp: probs (R, V), seeds, positions (R,), token hashes (V,) -> tokens (R,)");
 }
