@@ -1,170 +1,72 @@
 // The attention of a decode step and of a short prompt's prefill (nsample/cpu/fused_decode.py): rotary embedding, the
 // KV append and the whole attention (prompt and own tokens in one softmax) in one kernel, on torch's portable vector
-// layer (vec_math.h). Every query is computed alone, in a fixed order whatever the other rows, so rows stay
-// independent, bitwise.
+// layer (attention_parts.h). A request's rows go together for each KV head, its prompt's keys and values read once for
+// all of them; every query's numbers are still those of it computed alone, in a fixed order whatever the other rows,
+// so rows stay independent, bitwise.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <limits>
+#include <utility>
 #include <vector>
 
-#include "vec_math.h"
+#include "attention_parts.h"
 
 namespace {
 
-using vmath::dot;
-using vmath::exp_vec;
-using vmath::sum;
-using vmath::Vec;
-using vmath::W;
+using attn::QUERIES;
+using attn::Run;
+using attn::Vec;
+using attn::W;
 
-// A (P, D) run of keys or values at `base`, position j at base + j·step (a head of a prompt's or a cohort's KV).
-struct Run {
-  float* base;
-  int64_t step, length;
-};
-
-#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
-// The scores of W positions of a run from k (position j at k + j·step), into s[0, W): position p's accumulator is
-// lane_sums's input i with lane_of(i) = p, its chain over D's DV vectors as dot's (DV = 0: D / W, not known at compile
-// time). Positions from n on repeat position n - 1's sum (TAIL), never read past the run.
-template <int DV, bool TAIL>
-inline void score_block(const float* q, const float* k, int64_t step, int64_t n, int64_t D, float* s) {
-  Vec acc[W];
-#pragma GCC unroll 16
-  for (int i = 0; i < W; ++i) {
-    const int64_t p = TAIL ? std::min<int64_t>(vmath::lane_of(i), n - 1) : vmath::lane_of(i);
-    const float* kp = k + p * step;
-    Vec a(0.0f);
-    if constexpr (DV > 0) {
-#pragma GCC unroll 16
-      for (int d = 0; d < DV; ++d) a = at::vec::fmadd(Vec::loadu(q + d * W), Vec::loadu(kp + d * W), a);
-    } else {
-      for (int64_t d = 0; d < D; d += W) a = at::vec::fmadd(Vec::loadu(q + d), Vec::loadu(kp + d), a);
-    }
-    acc[i] = a;
-  }
-  vmath::lane_sums(acc).store(s);
-}
-
-template <int DV>
-void score_run(const float* q, const float* k, int64_t step, int64_t length, int64_t D, float* s) {
-  int64_t j = 0;
-  for (; j + W <= length; j += W) score_block<DV, false>(q, k + j * step, step, W, D, s + j);
-  if (j < length) score_block<DV, true>(q, k + j * step, step, length - j, D, s + j);
-}
-#endif
-
-// s[j] = dot(q, k_j) for a run of keys, bitwise. On x86 W positions at a time (score_block): each position's chain of
-// multiply-adds over D as dot's, W chains side by side, then their sums at once (lane_sums), where each dot summed
-// its own vector's lanes. Past the run's end the last block writes up to W - 1 more, which the caller's scratch has
-// room for.
-void scores(const float* q, Run k, int64_t D, float* s) {
-#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
-  switch (D / W) {  // the usual head sizes (64, 128) with their loop unrolled
-    case 4: score_run<4>(q, k.base, k.step, k.length, D, s); break;
-    case 8: score_run<8>(q, k.base, k.step, k.length, D, s); break;
-    case 16: score_run<16>(q, k.base, k.step, k.length, D, s); break;
-    default: score_run<0>(q, k.base, k.step, k.length, D, s);
-  }
-#else
-  for (int64_t j = 0; j < k.length; ++j) s[j] = dot(q, k.base + j * k.step, D);
-#endif
-}
-
-constexpr int CHAINS = W == 16 ? 16 : 8;  // accumulators weigh keeps in registers (AVX-512 has 32, AVX2 16)
-constexpr int QUERIES = 4;                // queries attended together at most (weigh)
-
-// out_q[i, i + N·W) = inv_q · Σ_j p_q[j]·v_j[i, i + N·W) for Q queries sharing their values (heads of one KV head),
-// the prompt's positions then the own ones (p_q = p + q·ps, own ones from p_q + skip; out_q = out + q·D): each
-// value vector loaded once for the Q, Q·N independent chains of multiply-adds, and each lane still sums its j in
-// order.
-template <int N, int Q>
-inline void weigh(const float* p, int64_t ps, int64_t skip, Run vp, Run vo, int64_t i, const float* inv, float* out,
-                  int64_t D) {
-  Vec acc[Q][N];
-  for (int q = 0; q < Q; ++q)
-    for (int n = 0; n < N; ++n) acc[q][n] = Vec(0.0f);
-  const auto add = [&](const float* v, int64_t j) __attribute__((always_inline)) {
-    Vec vn[N];
-    for (int n = 0; n < N; ++n) vn[n] = Vec::loadu(v + n * W);
-    for (int q = 0; q < Q; ++q) {
-      const Vec pj(p[q * ps + j]);
-      for (int n = 0; n < N; ++n) acc[q][n] = at::vec::fmadd(pj, vn[n], acc[q][n]);
-    }
-  };
-  for (int64_t j = 0; j < vp.length; ++j) add(vp.base + j * vp.step + i, j);
-  for (int64_t j = 0; j < vo.length; ++j) add(vo.base + j * vo.step + i, skip + j);
-  for (int q = 0; q < Q; ++q)
-    for (int n = 0; n < N; ++n) (acc[q][n] * Vec(inv[q])).store(out + q * D + i + n * W);
-}
-
-// All of out's D for Q queries: as many vectors at a time as Q·N chains fit in the registers.
-template <int Q>
-void weigh_all(const float* p, int64_t ps, int64_t skip, Run vp, Run vo, const float* inv, float* out, int64_t D) {
-  constexpr int MOST = CHAINS / Q;
-  for (int64_t i = 0; i < D;) {  // D a multiple of 16
-    const int64_t left = (D - i) / W;
-    if constexpr (MOST >= 8) {
-      if (left >= 8) {
-        weigh<8, Q>(p, ps, skip, vp, vo, i, inv, out, D), i += 8 * W;
-        continue;
-      }
-    }
-    if constexpr (MOST >= 4) {
-      if (left >= 4) {
-        weigh<4, Q>(p, ps, skip, vp, vo, i, inv, out, D), i += 4 * W;
-        continue;
-      }
-    }
-    if (left >= 2) {
-      weigh<2, Q>(p, ps, skip, vp, vo, i, inv, out, D), i += 2 * W;
-    } else {
-      weigh<1, Q>(p, ps, skip, vp, vo, i, inv, out, D), i += W;
-    }
-  }
-}
-
-// Q <= QUERIES queries (D each, contiguous: heads of one KV head) over their prompt's and their own keys, each in one
-// softmax, into out (Q·D); s: scratch of Q·(P + t + W) floats. Each query's softmax runs over its own L scores, so
-// its chunks and masked tail are its own alone, and its weighted sum is a function of its probabilities alone: the
-// numbers of one query attended alone.
-void attend(const float* q, int Q, Run kp, Run vp, Run ko, Run vo, int64_t D, float* s, float* out) {
-  const int64_t L = kp.length + ko.length, ps = L + W;
-  float inv[QUERIES];
-  for (int h = 0; h < Q; ++h) {
-    float* sh = s + h * ps;
-    scores(q + h * D, kp, D, sh);
-    scores(q + h * D, ko, D, sh + kp.length);
-    const Vec lowest(-std::numeric_limits<float>::infinity());
-    Vec top = lowest;
-    for (int64_t j = 0; j < L; j += W) {  // past L: -inf lanes
-      const Vec x = L - j >= W ? Vec::loadu(sh + j) : Vec::set(lowest, Vec::loadu(sh + j, L - j), L - j);
-      top = at::vec::maximum(top, x);
-    }
-    const Vec vmax(at::vec::vec_reduce_all([](const Vec& a, const Vec& b) { return at::vec::maximum(a, b); }, top));
-    Vec total(0.0f);
-    for (int64_t j = 0; j < L; j += W) {  // past L: zero lanes (scratch has room for a whole last vector)
-      Vec e = exp_vec(Vec::loadu(sh + j) - vmax);
-      if (L - j < W) e = Vec::set(Vec(0.0f), e, L - j);
-      e.store(sh + j);
-      total = total + e;
-    }
-    inv[h] = 1.0f / sum(total);
-  }
-  switch (Q) {
-    case 4: weigh_all<4>(s, ps, kp.length, vp, vo, inv, out, D); break;
-    case 3: weigh_all<3>(s, ps, kp.length, vp, vo, inv, out, D); break;
-    case 2: weigh_all<2>(s, ps, kp.length, vp, vo, inv, out, D); break;
-    default: weigh_all<1>(s, ps, kp.length, vp, vo, inv, out, D);
-  }
-}
+constexpr int64_t ROWS = 8;  // a decode task's rows at most (its scratch: their queries' scores)
 
 // A KV head's g query heads in parts of at most QUERIES, of sizes as even as can be: part `part` of
 // parts(g) is heads [first(g, part), first(g, part + 1)).
 int64_t parts(int64_t g) { return (g + QUERIES - 1) / QUERIES; }
 int64_t first(int64_t g, int64_t part) { return part * g / parts(g); }
+
+// The attention of the queries of rows [ra, ra + R) of one request for one KV head: g heads a row, row r's at
+// q + r·H·D, into out likewise; over the request's prompt (kp, vp: shared by the rows) and each row's own keys and
+// values (own(r) -> {k, v}, t positions), each query in one softmax. The prompt's keys and values go by a block at a
+// time for all the queries, read from memory once where each query read them all for itself (a request's n choices
+// share one prompt). s: scratch. Each query's numbers are those of it attended alone: its scores, softmax and each
+// lane's sum over the positions in order, then times 1 over the sum.
+template <class Own>
+void attend(const float* q, float* out, int64_t R, int64_t H, int64_t g, Run kp, Run vp, int64_t t, const Own& own,
+            int64_t D, std::vector<float>& s) {
+  const int64_t n = R * g, L = kp.length + t, ps = L + W;
+  s.resize(n * ps);
+  std::vector<const float*> qs(n), from_j0(n);
+  std::vector<float*> ss(n), so(n), os(n);
+  std::vector<float> inv(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t at = (i / g) * H * D + (i % g) * D;
+    qs[i] = q + at, os[i] = out + at, ss[i] = s.data() + i * ps, so[i] = ss[i] + kp.length;
+  }
+  attn::scores(qs.data(), ss.data(), n, kp, D);
+  for (int64_t r = 0; r < R; ++r) attn::scores(qs.data() + r * g, so.data() + r * g, g, own(r).first, D);
+  for (int64_t i = 0; i < n; ++i) inv[i] = attn::softmax(ss[i], L);
+  const auto each_part = [&](auto fn) {
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t part = 0; part < parts(g); ++part) fn(r, r * g + first(g, part), first(g, part + 1) - first(g, part));
+  };
+  const int64_t block = std::max<int64_t>(W, 16384 / (4 * D));  // the prompt's values a block (16 KiB) at a time
+  for (int64_t j0 = 0; j0 < kp.length; j0 += block) {
+    const int64_t count = std::min(block, kp.length - j0);
+    for (int64_t i = 0; i < n; ++i) from_j0[i] = ss[i] + j0;
+    each_part([&](int64_t, int64_t i, int64_t Q) {
+      attn::weigh_queries(from_j0.data() + i, os.data() + i, Q, vp.base + j0 * vp.step, vp.step, count, D, j0 == 0);
+    });
+  }
+  if (t > 0)
+    each_part([&](int64_t r, int64_t i, int64_t Q) {
+      const Run vo = own(r).second;
+      attn::weigh_queries(so.data() + i, os.data() + i, Q, vo.base, vo.step, t, D,
+                    kp.length == 0);
+    });
+  for (int64_t i = 0; i < n; ++i) attn::scale(os[i], inv[i], D);
+}
 
 // x·cos + rotate_half(x)·sin for one head (D), as transformers' apply_rotary_pos_emb, times `scale`, into out.
 // Each half a vector at a time where it is a whole number of them (the same multiplies and adds lane by lane).
@@ -226,18 +128,27 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
   }
   auto out = at::empty({B, H * D}, qkv.options());
   float* op = out.data_ptr<float>();
-  const int64_t P = parts(g);  // tasks: a row's KV head's query heads, in parts of at most QUERIES
-  at::parallel_for(0, B * Hkv * P, 1, [&](int64_t begin, int64_t end) {
+  // Tasks: a request's rows for one KV head, ROWS rows at most, and in more parts where there would be fewer tasks
+  // than two a thread (the parts' numbers are the same as whole ones').
+  const int64_t S = prefix_k.size();
+  int64_t most = 1;
+  for (int64_t s = 0; s < S; ++s) most = std::max(most, segments[2 * s + 1] - segments[2 * s]);
+  const int64_t split = std::min(most, std::max((most + ROWS - 1) / ROWS,
+                                                (2 * at::get_num_threads() + S * Hkv - 1) / (S * Hkv)));
+  at::parallel_for(0, S * Hkv * split, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t r = task / (Hkv * P), kv = task / P % Hkv, h = kv * g + first(g, task % P),
-                    Q = kv * g + first(g, task % P + 1) - h;
-      const int64_t c = group_of[r], s = segment_of[r], t = groups[2 * c + 1];
+      const int64_t s = task / (Hkv * split), kv = task / split % Hkv, part = task % split;
+      const int64_t rows = segments[2 * s + 1] - segments[2 * s], ra = segments[2 * s] + part * rows / split,
+                    rb = segments[2 * s] + (part + 1) * rows / split;
+      if (ra == rb) continue;
+      const int64_t c = group_of[ra], t = groups[2 * c + 1], first_row = groups[2 * c];
       const at::Tensor &pk = prefix_k[s], &pv = prefix_v[s];
-      scratch.resize(Q * (pk.size(2) + t + W));
-      attend(qp + (r * H + h) * D, Q, head_run(pk, 0, kv, pk.size(2)), head_run(pv, 0, kv, pv.size(2)),
-             head_run(own_k[c], r - groups[2 * c], kv, t), head_run(own_v[c], r - groups[2 * c], kv, t), D,
-             scratch.data(), op + (r * H + h) * D);
+      const auto own = [&](int64_t r) {
+        return std::make_pair(head_run(own_k[c], ra + r - first_row, kv, t), head_run(own_v[c], ra + r - first_row, kv, t));
+      };
+      attend(qp + (ra * H + kv * g) * D, op + (ra * H + kv * g) * D, rb - ra, H, g, head_run(pk, 0, kv, pk.size(2)),
+             head_run(pv, 0, kv, pv.size(2)), t, own, D, scratch);
     }
   });
   return out;
@@ -277,17 +188,14 @@ at::Tensor prefill_attention(const at::Tensor& qkv, const at::Tensor& cos, const
   }
   auto out = at::empty({T, H * D}, qkv.options());
   float* op = out.data_ptr<float>();
-  const int64_t P = parts(g);  // tasks as decode_attention's
-  at::parallel_for(0, T * Hkv * P, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, T * Hkv, 1, [&](int64_t begin, int64_t end) {  // tasks: a row's KV head
     std::vector<float> scratch;
     const Run none{nullptr, 0, 0};
+    const auto own = [&](int64_t) { return std::make_pair(none, none); };
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t r = task / (Hkv * P), kv = task / P % Hkv, h = kv * g + first(g, task % P),
-                    Q = kv * g + first(g, task % P + 1) - h;
-      const int64_t c = chunk_of[r], length = position[r] + 1;
-      scratch.resize(Q * (length + W));
-      attend(qp + (r * H + h) * D, Q, head_run(prompt_k[c], 0, kv, length), head_run(prompt_v[c], 0, kv, length),
-             none, none, D, scratch.data(), op + (r * H + h) * D);
+      const int64_t r = task / Hkv, kv = task % Hkv, c = chunk_of[r], length = position[r] + 1;
+      attend(qp + (r * H + kv * g) * D, op + (r * H + kv * g) * D, 1, H, g, head_run(prompt_k[c], 0, kv, length),
+             head_run(prompt_v[c], 0, kv, length), 0, own, D, scratch);
     }
   });
   return out;

@@ -1,0 +1,62 @@
+"""The C++ attention of a decode step (csrc/attention.cpp, decode_attention) on every instruction set this CPU runs: a
+row-by-row softmax's numbers, and each row's bitwise its own whether its request's rows are attended together (the
+prompt's keys and values read once for all of them) or alone, on one thread or two."""
+import pytest
+import torch
+from gguf_fixtures import forced_isa
+
+from nsample.cpu import kernels
+
+ISAS = [kernels.isa()] + (["avx2"] if kernels.isa() not in (None, "avx2") and "avx2" in kernels.runnable() else [])
+pytestmark = pytest.mark.skipif(kernels.ops() is None, reason="the C++ kernels are not built")
+SHAPES = [(9, 3, 64), (32, 8, 128), (12, 2, 80)]  # (H, Hkv, D): SmolLM2's, a 7B's, a head size with no unrolled loop
+
+
+def request(H, Hkv, D, rows, P, t, seed):
+    """decode_attention's arguments for one request of `rows` rows (one cohort), its prompt P positions long, each row
+    t tokens of its own (this step's the last); cos 1 and sin 0, so that rotation leaves q and k as they are."""
+    g = torch.Generator().manual_seed(seed)
+    qkv = torch.randn(rows, (H + 2 * Hkv) * D, generator=g)
+    own_k, own_v = torch.randn(rows, Hkv, t + 3, D, generator=g), torch.randn(rows, Hkv, t + 3, D, generator=g)
+    prefix_k, prefix_v = torch.randn(1, Hkv, P, D, generator=g), torch.randn(1, Hkv, P, D, generator=g)
+    return [qkv, torch.ones(rows, D), torch.zeros(rows, D), H, Hkv, 0.125, [0, t], [own_k], [own_v], [0, rows],
+            [prefix_k], [prefix_v]]
+
+
+def reference(args):
+    """Row by row: softmax(q·kᵀ) over [prompt, own] keys with each KV head repeated for its query heads, times v."""
+    qkv, _, _, H, Hkv, scale, (_, t), (own_k,), (own_v,), _, (pk,), (pv,) = args
+    rows, D = qkv.shape[0], own_k.shape[-1]
+    q = qkv[:, :H * D].view(rows, H, D) * scale
+    k, v = own_k[:, :, :t].clone(), own_v[:, :, :t].clone()
+    k[:, :, -1], v[:, :, -1] = qkv[:, H * D:(H + Hkv) * D].view(rows, Hkv, D), qkv[:, (H + Hkv) * D:].view(rows, Hkv, D)
+    out = torch.empty(rows, H, D, dtype=torch.float64)
+    for r in range(rows):
+        keys = torch.cat([pk[0], k[r]], 1).repeat_interleave(H // Hkv, 0).double()
+        values = torch.cat([pv[0], v[r]], 1).repeat_interleave(H // Hkv, 0).double()
+        out[r] = (torch.softmax(q[r, :, None].double() @ keys.transpose(-1, -2), -1) @ values)[:, 0]
+    return out.view(rows, H * D)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("H,Hkv,D", SHAPES)
+def test_a_requests_rows_attended_together_are_each_a_row_by_row_softmax_and_bitwise_their_own_alone(isa, H, Hkv, D):
+    with forced_isa(isa) as ops:
+        threads = torch.get_num_threads()
+        try:
+            for P, t in [(0, 1), (5, 37), (130, 2)]:  # no prompt; shorter than a vector; past a block of values
+                rows = 9  # more than a task's eight
+                together = ops.decode_attention(*request(H, Hkv, D, rows, P, t, seed=P))
+                assert torch.allclose(together.double(), reference(request(H, Hkv, D, rows, P, t, seed=P)),
+                                      atol=1e-5)
+                torch.set_num_threads(1)
+                assert torch.equal(ops.decode_attention(*request(H, Hkv, D, rows, P, t, seed=P)), together)
+                torch.set_num_threads(threads)
+                for r in (0, 4, 8):  # row r as a request of one row, its cohort buffers its own
+                    args = request(H, Hkv, D, rows, P, t, seed=P)
+                    qkv, cos, sin, *_ = args
+                    args[:3] = qkv[r:r + 1], cos[r:r + 1], sin[r:r + 1]
+                    args[7:10] = [args[7][0][r:r + 1].clone()], [args[8][0][r:r + 1].clone()], [0, 1]
+                    assert torch.equal(ops.decode_attention(*args)[0], together[r])
+        finally:
+            torch.set_num_threads(threads)
