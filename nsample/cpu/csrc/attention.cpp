@@ -110,8 +110,15 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
   const int64_t C = own_k.size();
   for (int64_t c = 0; c < C; ++c)
     for (int64_t r = groups[2 * c]; r < (c + 1 < C ? groups[2 * c + 2] : B); ++r) group_of[r] = c;
-  for (size_t s = 0; s < prefix_k.size(); ++s)
-    for (int64_t r = segments[2 * s]; r < segments[2 * s + 1]; ++r) segment_of[r] = s;
+  TORCH_CHECK(segments.size() == 2 * prefix_k.size() && prefix_v.size() == prefix_k.size(), "segments");
+  for (size_t s = 0; s < prefix_k.size(); ++s) {
+    TORCH_CHECK(0 <= segments[2 * s] && segments[2 * s] <= segments[2 * s + 1] && segments[2 * s + 1] <= B,
+                "a request's rows outside the step");
+    for (int64_t r = segments[2 * s]; r < segments[2 * s + 1]; ++r) {
+      segment_of[r] = s;
+      TORCH_CHECK(group_of[r] == group_of[segments[2 * s]], "a request's rows belong to one cohort");
+    }
+  }
   auto queries = at::empty({B, H, D}, qkv.options());
   float* qp = queries.data_ptr<float>();
   const float *xp = qkv.data_ptr<float>(), *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
