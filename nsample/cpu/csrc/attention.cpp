@@ -26,12 +26,12 @@ constexpr int64_t ROWS = 8;  // a decode task's rows at most (its scratch: their
 int64_t parts(int64_t g) { return (g + QUERIES - 1) / QUERIES; }
 int64_t first(int64_t g, int64_t part) { return part * g / parts(g); }
 
-// The attention of the queries of rows [ra, ra + R) of one request for one KV head: g heads a row, row r's at
-// q + r·H·D, into out likewise; over the request's prompt (kp, vp: shared by the rows) and each row's own keys and
-// values (own(r) -> {k, v}, t positions), each query in one softmax. The prompt's keys and values go by a block at a
-// time for all the queries, read from memory once where each query read them all for itself (a request's n choices
-// share one prompt). s: scratch. Each query's numbers are those of it attended alone: its scores, softmax and each
-// lane's sum over the positions in order, then times 1 over the sum.
+// The attention of the queries of R rows of one request for one KV head: g heads a row, row r's at q + r·H·D, into
+// out likewise; over the request's prompt (kp, vp: shared by the rows) and each row's own keys and values (own(r) ->
+// {k, v}, t positions), each query in one softmax. The prompt's keys and values go by a block at a time for all the
+// queries, read from memory once where each query read them all for itself (a request's n choices share one
+// prompt). s: scratch. Each query's numbers are those of it attended alone: its scores, softmax and each lane's sum
+// over the positions in order, then times 1 over the sum.
 template <class Own>
 void attend(const float* q, float* out, int64_t R, int64_t H, int64_t g, Run kp, Run vp, int64_t t, const Own& own,
             int64_t D, std::vector<float>& s) {
@@ -62,8 +62,7 @@ void attend(const float* q, float* out, int64_t R, int64_t H, int64_t g, Run kp,
   if (t > 0)
     each_part([&](int64_t r, int64_t i, int64_t Q) {
       const Run vo = own(r).second;
-      attn::weigh_queries(so.data() + i, os.data() + i, Q, vo.base, vo.step, t, D,
-                    kp.length == 0);
+      attn::weigh_queries(so.data() + i, os.data() + i, Q, vo.base, vo.step, t, D, kp.length == 0);
     });
   for (int64_t i = 0; i < n; ++i) attn::scale(os[i], inv[i], D);
 }
@@ -138,6 +137,7 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
   // Tasks: a request's rows for one KV head, ROWS rows at most, and in more parts where there would be fewer tasks
   // than two a thread (the parts' numbers are the same as whole ones').
   const int64_t S = prefix_k.size();
+  if (S == 0) return out;  // no rows
   int64_t most = 1;
   for (int64_t s = 0; s < S; ++s) most = std::max(most, segments[2 * s + 1] - segments[2 * s]);
   const int64_t split = std::min(most, std::max((most + ROWS - 1) / ROWS,

@@ -123,7 +123,8 @@ inline void weigh(const float* const* p, float* const* out, const float* v, int6
     for (int n = 0; n < N; ++n) acc[q][n].store(out[q] + i + n * W);
 }
 
-// All of D for Q queries: as many vectors at a time as Q·N chains fit in the registers.
+// All of D for Q queries: as many vectors at a time as Q·N chains fit in the registers (a width past MOST is never
+// taken, and written as 1 so that it is not compiled either).
 template <int Q>
 void weigh_span(const float* const* p, float* const* out, const float* v, int64_t step, int64_t count, int64_t D,
                 bool fresh) {
@@ -142,8 +143,8 @@ void weigh_span(const float* const* p, float* const* out, const float* v, int64_
   }
 }
 
-inline void weigh_queries(const float* const* p, float* const* out, int n, const float* v, int64_t step, int64_t count,
-                   int64_t D, bool fresh) {  // n <= QUERIES
+inline void weigh_queries(const float* const* p, float* const* out, int n, const float* v, int64_t step,
+                          int64_t count, int64_t D, bool fresh) {  // n <= QUERIES
   switch (n) {
     case 4: weigh_span<4>(p, out, v, step, count, D, fresh); break;
     case 3: weigh_span<3>(p, out, v, step, count, D, fresh); break;
