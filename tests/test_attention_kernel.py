@@ -4,6 +4,7 @@ prompt's keys and values read once for all of them) or alone, on one thread or t
 import pytest
 import torch
 from gguf_fixtures import forced_isa
+from test_prefix_attention import reference as row_by_row
 
 from nsample.cpu import kernels
 
@@ -24,18 +25,14 @@ def request(H, Hkv, D, rows, P, t, seed):
 
 
 def reference(args):
-    """Row by row: softmax(q·kᵀ) over [prompt, own] keys with each KV head repeated for its query heads, times v."""
+    """test_prefix_attention's row-by-row softmax, in float64, on the request's q (scaled) and its keys and values
+    with this step's k and v at position t - 1."""
     qkv, _, _, H, Hkv, scale, (_, t), (own_k,), (own_v,), _, (pk,), (pv,) = args
     rows, D = qkv.shape[0], own_k.shape[-1]
-    q = qkv[:, :H * D].view(rows, H, D) * scale
     k, v = own_k[:, :, :t].clone(), own_v[:, :, :t].clone()
     k[:, :, -1], v[:, :, -1] = qkv[:, H * D:(H + Hkv) * D].view(rows, Hkv, D), qkv[:, (H + Hkv) * D:].view(rows, Hkv, D)
-    out = torch.empty(rows, H, D, dtype=torch.float64)
-    for r in range(rows):
-        keys = torch.cat([pk[0], k[r]], 1).repeat_interleave(H // Hkv, 0).double()
-        values = torch.cat([pv[0], v[r]], 1).repeat_interleave(H // Hkv, 0).double()
-        out[r] = (torch.softmax(q[r, :, None].double() @ keys.transpose(-1, -2), -1) @ values)[:, 0]
-    return out.view(rows, H * D)
+    q = qkv[:, :H * D].view(rows, H, 1, D) * scale
+    return row_by_row(*(x.double() for x in (q, pk, pv, k, v))).view(rows, H * D)
 
 
 @pytest.mark.parametrize("isa", ISAS)

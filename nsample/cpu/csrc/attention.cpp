@@ -7,7 +7,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <utility>
 #include <vector>
 
 #include "attention_parts.h"
@@ -27,15 +26,14 @@ int64_t parts(int64_t g) { return (g + QUERIES - 1) / QUERIES; }
 int64_t first(int64_t g, int64_t part) { return part * g / parts(g); }
 
 // The attention of the queries of R rows of one request for one KV head: g heads a row, row r's at q + r·H·D, into
-// out likewise; over the request's prompt (kp, vp: shared by the rows) and each row's own keys and values (own(r) ->
-// {k, v}, t positions), each query in one softmax. The prompt's keys and values go by a block at a time for all the
+// out likewise; over the request's prompt (kp, vp: shared by the rows) and each row's own keys and values (ko[r],
+// vo[r], t positions each), each query in one softmax. The prompt's keys and values go by a block at a time for all the
 // queries, read from memory once where each query read them all for itself (a request's n choices share one
 // prompt). s: scratch. Each query's numbers are those of it attended alone: its scores, softmax and each lane's sum
 // over the positions in order, then times 1 over the sum.
-template <class Own>
-void attend(const float* q, float* out, int64_t R, int64_t H, int64_t g, Run kp, Run vp, int64_t t, const Own& own,
+void attend(const float* q, float* out, int64_t R, int64_t H, int64_t g, Run kp, Run vp, const Run* ko, const Run* vo,
             int64_t D, std::vector<float>& s) {
-  const int64_t n = R * g, L = kp.length + t, ps = L + W;
+  const int64_t n = R * g, t = ko[0].length, L = kp.length + t, ps = L + W;
   s.resize(n * ps);
   std::vector<const float*> qs(n), from_j0(n);
   std::vector<float*> ss(n), so(n), os(n);
@@ -45,7 +43,7 @@ void attend(const float* q, float* out, int64_t R, int64_t H, int64_t g, Run kp,
     qs[i] = q + at, os[i] = out + at, ss[i] = s.data() + i * ps, so[i] = ss[i] + kp.length;
   }
   attn::scores(qs.data(), ss.data(), n, kp, D);
-  for (int64_t r = 0; r < R; ++r) attn::scores(qs.data() + r * g, so.data() + r * g, g, own(r).first, D);
+  for (int64_t r = 0; r < R; ++r) attn::scores(qs.data() + r * g, so.data() + r * g, g, ko[r], D);
   for (int64_t i = 0; i < n; ++i) inv[i] = attn::softmax(ss[i], L);
   const auto each_part = [&](auto fn) {
     for (int64_t r = 0; r < R; ++r)
@@ -61,8 +59,7 @@ void attend(const float* q, float* out, int64_t R, int64_t H, int64_t g, Run kp,
   }
   if (t > 0)
     each_part([&](int64_t r, int64_t i, int64_t Q) {
-      const Run vo = own(r).second;
-      attn::weigh_queries(so.data() + i, os.data() + i, Q, vo.base, vo.step, t, D, kp.length == 0);
+      attn::weigh_queries(so.data() + i, os.data() + i, Q, vo[r].base, vo[r].step, t, D, kp.length == 0);
     });
   for (int64_t i = 0; i < n; ++i) attn::scale(os[i], inv[i], D);
 }
@@ -151,11 +148,11 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
       if (ra == rb) continue;
       const int64_t c = group_of[ra], t = groups[2 * c + 1], first_row = groups[2 * c];
       const at::Tensor &pk = prefix_k[s], &pv = prefix_v[s];
-      const auto own = [&](int64_t r) {
-        return std::make_pair(head_run(own_k[c], ra + r - first_row, kv, t), head_run(own_v[c], ra + r - first_row, kv, t));
-      };
+      Run ko[ROWS], vo[ROWS];  // each row's own keys and values (rb - ra <= ROWS: split)
+      for (int64_t r = ra; r < rb; ++r)
+        ko[r - ra] = head_run(own_k[c], r - first_row, kv, t), vo[r - ra] = head_run(own_v[c], r - first_row, kv, t);
       attend(qp + (ra * H + kv * g) * D, op + (ra * H + kv * g) * D, rb - ra, H, g, head_run(pk, 0, kv, pk.size(2)),
-             head_run(pv, 0, kv, pv.size(2)), t, own, D, scratch);
+             head_run(pv, 0, kv, pv.size(2)), ko, vo, D, scratch);
     }
   });
   return out;
@@ -197,12 +194,11 @@ at::Tensor prefill_attention(const at::Tensor& qkv, const at::Tensor& cos, const
   float* op = out.data_ptr<float>();
   at::parallel_for(0, T * Hkv, 1, [&](int64_t begin, int64_t end) {  // tasks: a row's KV head
     std::vector<float> scratch;
-    const Run none{nullptr, 0, 0};
-    const auto own = [&](int64_t) { return std::make_pair(none, none); };
+    const Run none{nullptr, 0, 0};  // no own tokens
     for (int64_t task = begin; task < end; ++task) {
       const int64_t r = task / Hkv, kv = task % Hkv, c = chunk_of[r], length = position[r] + 1;
       attend(qp + (r * H + kv * g) * D, op + (r * H + kv * g) * D, 1, H, g, head_run(prompt_k[c], 0, kv, length),
-             head_run(prompt_v[c], 0, kv, length), 0, own, D, scratch);
+             head_run(prompt_v[c], 0, kv, length), &none, &none, D, scratch);
     }
   });
   return out;
