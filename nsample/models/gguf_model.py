@@ -36,16 +36,18 @@ def metadata(path: Path, cache: Path) -> Path:
     target = cache / f"{path.stem}-{model_cache.key(path)}-gguf"
     if (target / INDEX).is_file():
         return target
-    from gguf import GGUFReader
     from transformers import AutoConfig, AutoTokenizer
 
-    reader = GGUFReader(path)
-    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
-    index = {"architecture": arch, "tensors": {
-        t.name: {"type": int(t.tensor_type), "shape": [int(s) for s in t.data.shape], "offset": int(t.data_offset),
-                 "nbytes": int(t.n_bytes)} for t in reader.tensors}}
-    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    from nsample.models.gguf_reading import shared_reading
+
+    with shared_reading() as read:  # one reader of the file for the index, the config and the tokenizer
+        reader = read(path)
+        arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+        index = {"architecture": arch, "tensors": {
+            t.name: {"type": int(t.tensor_type), "shape": [int(s) for s in t.data.shape],
+                     "offset": int(t.data_offset), "nbytes": int(t.n_bytes)} for t in reader.tensors}}
+        config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
 
     def write(folder: Path) -> None:
         config.save_pretrained(folder)
@@ -72,7 +74,6 @@ def supported(path: Path, cache: Path) -> bool:
 def load(path: Path, cache: Path):
     """(model, tokenizer): the file's model on the CPU, its projections on the mapped file's blocks."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from transformers.modeling_gguf_pytorch_utils import get_gguf_hf_weights_map
 
     meta = metadata(path, cache)
     index = json.loads((meta / INDEX).read_text())
@@ -80,7 +81,7 @@ def load(path: Path, cache: Path):
     processor = _processor_class(index["architecture"])(config=config.to_dict())
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    names = _names(meta, lambda: get_gguf_hf_weights_map(model, processor))  # GGUF name -> transformers name
+    names = _names(meta, lambda: weights_map(model, processor))  # GGUF name -> transformers name
     with warnings.catch_warnings():  # a read-only mapping: torch warns that it is not writable, and it is never written
         warnings.simplefilter("ignore", UserWarning)
         data = torch.from_numpy(np.memmap(path, dtype=np.uint8, mode="r"))
@@ -101,9 +102,18 @@ def load(path: Path, cache: Path):
     return model.eval(), tokenizer
 
 
+def weights_map(model: nn.Module, processor) -> dict[str, str]:
+    """transformers' GGUF -> transformers tensor names for `model`, gguf-py's name map built once (gguf_reading.py)."""
+    from transformers.modeling_gguf_pytorch_utils import get_gguf_hf_weights_map
+
+    from nsample.models.gguf_reading import shared_reading
+
+    with shared_reading():
+        return get_gguf_hf_weights_map(model, processor)
+
+
 def _names(meta: Path, compute) -> dict[str, str]:
-    """The GGUF -> transformers tensor names, computed once per file: transformers builds gguf-py's name map again
-    for every submodule (8 s of a 9 s load of the embedded model), so they are kept beside the tensor index."""
+    """The GGUF -> transformers tensor names, computed once per file and kept beside the tensor index."""
     path = meta / NAMES
     if path.is_file():
         return json.loads(path.read_text())

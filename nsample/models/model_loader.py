@@ -33,8 +33,11 @@ def converted_gguf(gguf: Path) -> Path:
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    from nsample.models.gguf_reading import shared_reading
+
+    with shared_reading():  # one reader of the file for transformers' config, tokenizer and weights
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     del model.config.quantization_config  # weights are dequantized: save them as plain tensors
     model.hf_quantizer = None
 
