@@ -135,14 +135,16 @@ def use_int8_activations(model: nn.Module, on: bool) -> list[str]:
 
 
 class GGUFEmbedding(nn.Module):
-    """An embedding on a GGUF tensor's blocks: each looked-up row expanded to float32 when asked for."""
+    """An embedding on a GGUF tensor's blocks: each looked-up row expanded to float32 when asked for, and multiplied
+    by `scale` where the model's embedding scales its rows (Gemma's, by sqrt(hidden), as a float32 tensor)."""
 
-    def __init__(self, blocks: torch.Tensor, type_id: int, dim: int):
+    def __init__(self, blocks: torch.Tensor, type_id: int, dim: int, scale: float | None = None):
         super().__init__()
         assert readable(type_id, dim), (type_id, dim)
         self.blocks, self.type_id, self.dim = blocks, type_id, dim
         self.num_embeddings = len(blocks)
         self.weight = torch.empty((self.num_embeddings, dim), device="meta")
+        self.scale = None if scale is None else torch.tensor(scale, dtype=torch.float32)
         self.ops = kernels.ops()
 
     @property
@@ -150,7 +152,9 @@ class GGUFEmbedding(nn.Module):
         return TYPE_NAMES[self.type_id]
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.ops.gguf_rows(self.blocks, self.type_id, self.dim, ids.contiguous())  # (*ids.shape, dim)
+        rows = self.ops.gguf_rows(self.blocks, self.type_id, self.dim, ids.contiguous())  # (*ids.shape, dim)
+        return rows if self.scale is None else rows * self.scale
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.dim}, format={self.format}"
+        return f"{self.num_embeddings}, {self.dim}, format={self.format}" + (
+            "" if self.scale is None else f", scale={self.scale.item():g}")

@@ -11,8 +11,10 @@ and takes tens of seconds; llama.cpp maps the file and computes on its blocks. S
   back, and so do we, a row of blocks at a time (those two tensors are copied, the rest stay mapped);
 - a projection in a format the kernels do not read (Q2_K, Q3_K, the IQ formats) is dequantized and rounded to
   Q8_0 once at load (gguf-py's quantizer, bitwise llama.cpp's), and reported so (`weights_report`).
-Architectures whose tensors transformers transforms beyond that (Gemma's norms, fused experts, ...) are not
-handled here: `supported()` says no and the caller loads them through transformers' float32 path.
+- files that store norms as 1 + w (Gemma 2 and 3) get them shifted by transformers' own processor, and an
+  embedding that scales its rows (Gemma's, by sqrt(hidden)) becomes a GGUFEmbedding that scales them alike.
+Architectures whose tensors transformers transforms beyond that (fused experts, reshaped convolutions, ...) are
+not handled here: `supported()` says no and the caller loads them through transformers' float32 path.
 """
 import json
 import os
@@ -58,12 +60,15 @@ def metadata(path: Path, cache: Path) -> Path:
 
 
 def _processor_class(arch: str):
-    """transformers' tensor processor class for `arch` if it only renames (or, for llama, permutes q/k rows), else
-    None."""
-    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, LlamaTensorProcessor, TensorProcessor
+    """transformers' tensor processor class for `arch` if all it does is rename, permute llama's q/k rows (done
+    here on the blocks' rows) or shift norm weights (Gemma 2 and 3 store 1 + w: done here on the float32 norms, by
+    the processor itself), else None. (Nemotron's processor does what Gemma's does, but no test covers its files.)"""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
-    cls = TENSOR_PROCESSORS.get(arch, TensorProcessor)
-    return cls if cls in (TensorProcessor, LlamaTensorProcessor) else None
+    handled = [getattr(gguf_utils, name, None) for name in (
+        "TensorProcessor", "LlamaTensorProcessor", "Gemma2TensorProcessor")]
+    cls = gguf_utils.TENSOR_PROCESSORS.get(arch, gguf_utils.TensorProcessor)
+    return cls if cls in handled else None
 
 
 def supported(path: Path, cache: Path) -> bool:
@@ -95,7 +100,8 @@ def load(path: Path, cache: Path):
             raw = raw[_row_order(processor, gguf_name, len(raw))]  # llama: back to transformers' rotary layout
         raws[hf_name] = raw, info["type"]
     for hf_name, (raw, type_id) in raws.items():
-        _install(model, hf_name, raw, type_id, raws)
+        _install(model, hf_name, raw, type_id, raws,
+                 lambda w, name=tensors[hf_name][0]: torch.from_numpy(processor.process(w.numpy(), name).weights))
     _rebuild_meta_buffers(model)
     if isinstance(head := model.get_output_embeddings(), GGUFLinear):
         head.head = True
@@ -124,8 +130,9 @@ def _names(meta: Path, compute) -> dict[str, str]:
     return names
 
 
-def _install(model: nn.Module, hf_name: str, raw: torch.Tensor, type_id: int, raws: dict) -> None:
-    """Put one file tensor (raw bytes, rows first) in its place in `model`; `raws` has every tensor, by name."""
+def _install(model: nn.Module, hf_name: str, raw: torch.Tensor, type_id: int, raws: dict, process) -> None:
+    """Put one file tensor (raw bytes, rows first) in its place in `model`; `raws` has every tensor, by name;
+    `process` makes a float32 tensor of it what transformers' tensor processor makes (norms: Gemma's 1 + w)."""
     parent_name, attr = hf_name.rsplit(".", 1)
     module = model.get_submodule(parent_name)
     parent, child = _parent_of(model, parent_name)
@@ -135,15 +142,23 @@ def _install(model: nn.Module, hf_name: str, raw: torch.Tensor, type_id: int, ra
             raw, type_id = _to_q8_0(raw, type_id, K), Q8_0
         bias = raws.get(f"{parent_name}.bias")
         setattr(parent, child, GGUFLinear(raw, type_id, K, None if bias is None else _dense_raw(*bias).view(-1)))
-    elif attr == "weight" and type(module) is nn.Embedding:
-        dim = module.embedding_dim
-        setattr(parent, child, GGUFEmbedding(raw, type_id, dim) if readable(type_id, dim)
-                else nn.Embedding.from_pretrained(_dense_raw(raw, type_id).view(-1, dim)))
+    elif (attr == "weight" and isinstance(module, nn.Embedding) and readable(type_id, module.embedding_dim)
+          and (scale := _embedding_scale(module)) is not False):
+        setattr(parent, child, GGUFEmbedding(raw, type_id, module.embedding_dim, scale))
     elif attr == "bias" and type(module) is nn.Linear:
         return  # taken with its weight
-    else:  # norms and the like: small, float32
+    else:  # norms and the like: small, float32 (and an embedding in a format the kernels do not read)
         old = getattr(module, attr)
-        setattr(module, attr, nn.Parameter(_dense_raw(raw, type_id).reshape(old.shape), requires_grad=False))
+        setattr(module, attr, nn.Parameter(process(_dense_raw(raw, type_id)).reshape(old.shape), requires_grad=False))
+
+
+def _embedding_scale(module: nn.Embedding) -> float | None | bool:
+    """None for a plain embedding, the factor of one that scales its rows (Gemma's `scalar_embed_scale`), False for
+    any other kind (loaded as float32, as it is)."""
+    if type(module) is nn.Embedding:
+        return None
+    scale = getattr(module, "scalar_embed_scale", None)
+    return scale if isinstance(scale, float) and "embed_scale" in dict(module.named_buffers()) else False
 
 
 def _parent_of(model: nn.Module, name: str) -> tuple[nn.Module, str]:
@@ -177,9 +192,12 @@ def _rebuild_meta_buffers(model: nn.Module) -> None:
     """Modules built on the meta device whose buffers are computed, not loaded (rotary tables), made again on the
     CPU; anything else still on meta is a tensor the file lacks."""
     for name, module in list(model.named_modules()):
-        if any(b.is_meta for b in module.buffers(recurse=False)) and hasattr(module, "inv_freq"):
+        meta = [n for n, b in module.named_buffers(recurse=False) if b.is_meta]
+        if any(n.endswith("inv_freq") for n in meta):  # inv_freq, or Gemma 3's one per layer type
             parent, child = _parent_of(model, name)
             setattr(parent, child, type(module)(config=model.config))
+        elif "embed_scale" in meta:  # an embedding left float32
+            module.embed_scale = torch.tensor(module.scalar_embed_scale)  # Gemma's, as its own init makes it
     missing = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
     if missing:
         raise ValueError(f"the GGUF file has no tensor for {', '.join(missing[:5])}")
