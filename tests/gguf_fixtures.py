@@ -25,10 +25,14 @@ TYPES = {
 
 @functools.cache
 def tiny_gguf_file(kind: str, layers: int = 2) -> Path:
-    """The tiny model (hidden 256, head dim 64) as a GGUF file of `kind` (TYPES), written once per test session."""
+    """The tiny model (hidden 256, head dim 64) as a GGUF file of `kind` (TYPES), or a tiny model of another
+    architecture (tiny_gguf.ARCHS: "gemma2", "gemma3", "qwen3") in the Q4_K_M-like mix; written once per session."""
     root = Path(tempfile.mkdtemp(prefix="nsample-gguf-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
-    return tiny_gguf.write(root / f"tiny-{kind}-{layers}.gguf", TYPES[kind], layers=layers)
+    path = root / f"tiny-{kind}-{layers}.gguf"
+    if kind in tiny_gguf.ARCHS:
+        return tiny_gguf.write_arch(path, kind, TYPES["mix"], layers=layers)
+    return tiny_gguf.write(path, TYPES[kind], layers=layers)
 
 
 def tiny_gguf_engine(kind: str, layers: int = 2, **config):

@@ -81,20 +81,26 @@ def write(path: Path, types: dict[str, int] | int, hidden: int = 256, layers: in
 
 
 
-def write_gemma(path: Path, arch: str, types: dict[str, int], layers: int = 2, seed: int = 0) -> Path:
-    """A tiny random Gemma 2 or 3 (`arch` "gemma2" or "gemma3"; hidden 256, head dim 64, a sliding window of 64) as
-    llama.cpp's converter writes it: each tensor named by gguf-py's map, norms stored as 1 + w (F32), the others
-    in `types`' format for their kind (KINDS; F32 where not given); the embedded model's tokenizer."""
+ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyond the shape)
+    "gemma2": ("gemma2", dict(sliding_window=64, attn_logit_softcapping=50.0, final_logit_softcapping=30.0)),
+    "gemma3": ("gemma3_text", dict(sliding_window=64)),
+    "qwen3": ("qwen3", dict(head_dim=128, tie_word_embeddings=True)),  # transformers reads no head size for Qwen 3
+}
+
+
+def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, seed: int = 0) -> Path:
+    """A tiny random model of `arch` (ARCHS; hidden 256, head dim 64 unless ARCHS says) as llama.cpp's converter
+    writes it: each tensor named by gguf-py's map, norms F32 (Gemma's stored as 1 + w, as its converter does them),
+    the others in `types`' format for their kind (KINDS; F32 where not given); the embedded model's tokenizer."""
     import gguf
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    model_type, extra = ARCHS[arch]
     shape = dict(vocab_size=49152, hidden_size=256, intermediate_size=512, num_hidden_layers=layers,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=2048,
-                 sliding_window=64, rms_norm_eps=1e-6, query_pre_attn_scalar=256)
-    extra = dict(attn_logit_softcapping=50.0, final_logit_softcapping=30.0) if arch == "gemma2" else {}
+                 rms_norm_eps=1e-6) | extra
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(
-        "gemma2" if arch == "gemma2" else "gemma3_text", **shape, **extra))
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **shape))
     rng = torch.Generator().manual_seed(seed)
     writer = gguf.GGUFWriter(str(path), arch)
     writer.add_block_count(layers)
@@ -106,19 +112,21 @@ def write_gemma(path: Path, arch: str, types: dict[str, int], layers: int = 2, s
     writer.add_key_length(shape["head_dim"])
     writer.add_value_length(shape["head_dim"])
     writer.add_layer_norm_rms_eps(shape["rms_norm_eps"])
-    writer.add_sliding_window(shape["sliding_window"])
     for key, value in extra.items():
-        writer.add_float32(f"{arch}.{key}", value)
+        if key == "sliding_window":
+            writer.add_sliding_window(value)
+        elif key.endswith("softcapping"):
+            writer.add_float32(f"{arch}.{key}", value)
     for key, value, vtype, sub in tokenizer_fields():
         writer.add_key_value(key, value, vtype, sub)
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GEMMA2 if arch == "gemma2" else gguf.MODEL_ARCH.GEMMA3, layers)
+    names = gguf.get_tensor_name_map(next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch), layers)
     for hf_name, w in model.state_dict().items():
         if hf_name == "lm_head.weight":
             continue  # tied to the embedding
         base, suffix = hf_name.rsplit(".", 1)
         name = f"{names.get_name(base)}.{suffix}"
-        if "norm" in base:  # Gemma's norms scale by 1 + w, and llama.cpp's converter stores 1 + w
-            writer.add_tensor(name, (torch.rand(w.shape, generator=rng) - 0.5 + 1).numpy())
+        if "norm" in base:  # a scale around 1 (Gemma's norms scale by 1 + w, and its converter stores the 1 + w)
+            writer.add_tensor(name, (torch.rand(w.shape, generator=rng) + 0.5).numpy())
             continue
         type_id = types.get(name.split(".")[-2] if name.startswith("blk.") else name.split(".")[0], F32)
         if type_id == F32:

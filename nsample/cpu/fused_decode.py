@@ -4,7 +4,8 @@ attention.cpp).
 On a 2-core CPU a decode step of the embedded model at n=1 spent about half its 30 ms outside the weights: some
 forty ATen ops per layer (norms, rotary embedding, the attention's calls and merges, SiLU·mul, residual adds)
 and the transformers modules' Python around them. Here a layer is:
-    qkv = RMSNorm(h) · Wqkvᵀ                     norm_linear
+    qkv = RMSNorm(h) · Wqkvᵀ                     norm_linear (Qwen 3: then each q and k head's own RMSNorm, the
+                                                 model's q_norm and k_norm modules)
     a   = attention(rotary(q, k), v)             decode_attention: this step's k, v stored in the cohort buffers,
                                                  each query over its prompt and its own tokens in one softmax
     h  += a · Woᵀ                                linear_add
@@ -36,7 +37,7 @@ from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.cpu.int8_linear import Int8Linear, Member
 from nsample.engine.prefix_attention import Chunk, Group
 
-FAMILIES = {"llama", "mistral", "qwen2"}  # decoder layers exactly transformers' LlamaDecoderLayer
+FAMILIES = {"llama", "mistral", "qwen2", "qwen3"}  # LlamaDecoderLayer's, Qwen 3's with q/k RMSNorms per head
 SILU = {"SiLU", "SiLUActivation"}  # torch's and transformers' x·sigmoid(x)
 SHORT_PROMPT = 16  # prompts of at most this many tokens prefill here too (`prefill`), on the decode kernels
 
@@ -50,6 +51,7 @@ class Layer:
     norm2: torch.Tensor  # (E,) post_attention_layernorm
     gate_up: object
     down: object
+    qk_norms: tuple[nn.Module, nn.Module] | None = None  # Qwen 3: RMSNorm of each q and k head before the rotary
 
 
 class FusedDecoder:
@@ -59,6 +61,7 @@ class FusedDecoder:
         self.ops, self.layers, self.prefill_layers, self.head = ops, layers, prefill_layers, head
         self.embed, self.rotary, self.norm = model.model.embed_tokens, model.model.rotary_emb, model.model.norm
         self.heads, self.kv_heads, self.scale = cfg.num_attention_heads, cfg.num_key_value_heads, attn.scaling
+        self.head_dim = attn.head_dim
 
     @torch.inference_mode()
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, groups: list[Group]) -> torch.Tensor:
@@ -89,10 +92,22 @@ class FusedDecoder:
         """The layers on h (M, E), in place, `attention(i, qkv)` (M, H·D) layer i's; the logits (M or len(keep), V)."""
         ops = self.ops
         for i, L in enumerate(layers):
-            ops.linear_add(attention(i, ops.norm_linear(h, L.norm1, L.eps, L.qkv)), L.o, h)  # qkv (M, (H + 2·Hkv)·D)
+            qkv = ops.norm_linear(h, L.norm1, L.eps, L.qkv)  # (M, (H + 2·Hkv)·D)
+            if L.qk_norms is not None:
+                self._norm_heads(qkv, *L.qk_norms)
+            ops.linear_add(attention(i, qkv), L.o, h)
             ops.linear_add(ops.norm_swiglu(h, L.norm2, L.eps, L.gate_up), L.down, h)
         h = h if keep is None else h[keep].contiguous()
         return ops.norm_linear(h, self.norm.weight, self.norm.variance_epsilon, self.head)
+
+
+    def _norm_heads(self, qkv: torch.Tensor, q_norm: nn.Module, k_norm: nn.Module) -> None:
+        """Qwen 3's q_norm and k_norm, the model's own modules, on each q and k head of qkv (M, (H + 2·Hkv)·D), in
+        place: a head's numbers are its own, as in the model's forward on (B, T, H, D)."""
+        M, D = len(qkv), self.head_dim
+        q, k = qkv[:, :self.heads * D], qkv[:, self.heads * D:(self.heads + self.kv_heads) * D]
+        q.copy_(q_norm(q.view(M, self.heads, D)).view(M, -1))
+        k.copy_(k_norm(k.view(M, self.kv_heads, D)).view(M, -1))
 
 
 def build(model) -> FusedDecoder | None:
@@ -124,10 +139,11 @@ def _layer(layer: nn.Module, ops, prefill: bool = False) -> Layer:
     norms = layer.input_layernorm, layer.post_attention_layernorm
     if norms[0].variance_epsilon != norms[1].variance_epsilon:
         raise ValueError("two epsilons")
+    qk_norms = (attn.q_norm, attn.k_norm) if hasattr(attn, "q_norm") else None
     return Layer(norms[0].variance_epsilon, norms[0].weight.float(),
                  _joined(ops, [attn.q_proj, attn.k_proj, attn.v_proj], prefill), _joined(ops, [attn.o_proj], prefill),
                  norms[1].weight.float(), _joined(ops, [mlp.gate_proj, mlp.up_proj], prefill),
-                 _joined(ops, [mlp.down_proj], prefill))
+                 _joined(ops, [mlp.down_proj], prefill), qk_norms)
 
 
 def _joined(ops, linears: list[nn.Module], prefill: bool = False):
