@@ -1,7 +1,10 @@
 """A GGUF file loaded as its blocks (nsample/models/gguf_model.py): every format read as the file holds it, the weights
 transformers would dequantize bitwise, its logits, no float32 copy, the decode paths reported, the modes refused."""
+from types import SimpleNamespace
+
 import ggml_quantizer as gq
 import numpy as np
+import psutil
 import pytest
 import tiny_gguf
 import torch
@@ -11,6 +14,7 @@ from transformers import AutoModelForCausalLM
 import nsample
 from nsample.cpu import fused_decode, gguf_linear, kernels, weights_report
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
+from nsample.errors import ModelMissing
 from nsample.models import gguf_model
 from nsample.models.embedded import cache_dir
 
@@ -118,6 +122,21 @@ def test_the_modes_that_cannot_apply_are_refused_not_changed(files):
     try:
         assert engine.quantize == "none"
         assert not any(isinstance(m, GGUFLinear) for m in engine.model.modules())
+    finally:
+        engine.close()
+
+
+def test_a_float32_conversion_that_would_not_fit_is_refused_saying_why_and_how_much(files, monkeypatch, tmp_path):
+    monkeypatch.setenv("NSAMPLE_CACHE_DIR", str(tmp_path))  # no conversion cached yet
+    monkeypatch.setattr(kernels, "ops", lambda: None)  # as where nsample's kernels do not build
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=2 ** 20))  # 1 MiB free
+    with pytest.raises(ModelMissing, match=r"through transformers' float32 conversion, as nsample's C\+\+ kernels are "
+                       r"not available here .*needs about 0\.\d GiB of memory .* 0\.0 GiB of memory is available"):
+        nsample.load(str(files["Q8_0"]))
+    assert not list(tmp_path.glob("*/model.safetensors"))  # nothing converted (its metadata read, a few kB)
+    engine = nsample.load(str(files["Q8_0"]), quantize="none")  # float32 asked for: converted, as asked
+    try:
+        assert engine.quantize == "none"
     finally:
         engine.close()
 

@@ -1,4 +1,6 @@
 """Finding and loading models: the embedded SmolLM2 GGUF (cached as safetensors), hub ids, folders, .gguf files."""
+import json
+import math
 from pathlib import Path
 
 import torch
@@ -70,21 +72,46 @@ def gguf_path(model: str | None) -> Path | None:
     return None
 
 
-def as_blocks(model: str | None, device: torch.device, dtype: torch.dtype, quantize: str) -> Path | None:
-    """The GGUF file to load as its blocks (gguf_model.py), or None: not a GGUF, not asked, or not possible here.
-    quantize="gguf" insists: where it is not possible it is an error, not a silent float32 model."""
+def as_blocks(model: str | None, device: torch.device, dtype: torch.dtype, quantize: str
+              ) -> tuple[Path | None, str | None]:
+    """(the GGUF file to load as its blocks (gguf_model.py), None), or (None, why not): not a GGUF, not asked, or
+    not possible here. quantize="gguf" insists: where it is not possible it is an error, not a silent float32 model."""
     from nsample.cpu import kernels
     from nsample.models import gguf_model
 
     path = gguf_path(model) if model != TINY_NAME and quantize in ("auto", "gguf") else None
     why = ("the model is not a .gguf file" if path is None else "it needs a CPU" if device.type != "cpu" else
            "it needs float32 activations" if dtype != torch.float32 else
-           "nsample's C++ kernels are not available here" if kernels.ops() is None else
+           "nsample's C++ kernels are not available here (they need g++ and ninja)" if kernels.ops() is None else
            "this architecture's tensors need transformers' conversion" if not gguf_model.supported(path, cache_dir())
            else None)
     if why and quantize == "gguf":
         raise ValueError(f"quantize='gguf' (decode on the GGUF file's blocks) is not possible: {why}")
-    return None if why else path
+    return (None, why) if why else (path, None)
+
+
+def check_room_to_convert(gguf: Path, why: str) -> None:
+    """ModelMissing where transformers' float32 conversion of `gguf` (4 bytes a weight, in memory and in the cache on
+    disk) would not fit in the memory available now or on the cache's disk: a 7B file would otherwise take some
+    28 GB and the machine's swap or its OOM killer, where its blocks need its own 4 GB. A cached conversion passes."""
+    import shutil
+
+    import psutil
+
+    from nsample.models import gguf_model
+
+    if (cache_dir() / f"{gguf.stem}-{model_cache.key(gguf)}" / "config.json").is_file():
+        return
+    index = json.loads((gguf_model.metadata(gguf, cache_dir()) / gguf_model.INDEX).read_text())
+    need = 4 * sum(math.prod(t["shape"]) for t in index["tensors"].values())
+    memory, disk = psutil.virtual_memory().available, shutil.disk_usage(cache_dir()).free
+    if need > memory or need > disk:
+        gib = 2 ** 30
+        raise ModelMissing(
+            f"{gguf.name} would load through transformers' float32 conversion, as {why}: that needs about "
+            f"{need / gib:.1f} GiB of memory and as much disk for its cache, and {memory / gib:.1f} GiB of memory is "
+            f"available, {disk / gib:.1f} GiB of disk free. Where nsample's kernels build, the file loads as its own "
+            f"blocks instead (about {gguf.stat().st_size / gib:.1f} GiB); quantize='none' converts it anyway.")
 
 
 def load_pretrained(model: str | None, device: torch.device, dtype: torch.dtype, quantize: str = "none"):
@@ -97,7 +124,9 @@ def load_pretrained(model: str | None, device: torch.device, dtype: torch.dtype,
 
         m, tok = tiny_model()
         return m.to(device=device, dtype=dtype), tok, TINY_NAME
-    blocks = as_blocks(model, device, dtype, quantize)
+    blocks, why = as_blocks(model, device, dtype, quantize)
+    if blocks is None and quantize == "auto" and model != TINY_NAME and (gguf := gguf_path(model)) is not None:
+        check_room_to_convert(gguf, why)
     if blocks is not None:
         from nsample.models import gguf_model
 
