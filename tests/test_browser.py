@@ -120,10 +120,13 @@ def test_three_cards_stream_then_report_reproduce_export(page):
         expect(cards.nth(i).locator(".ns-tokens")).to_contain_text(" tokens")
     finishes = [cards.nth(i).get_attribute("data-finish") for i in range(3)]
     assert set(finishes) <= {"stop", "length"}, finishes
-    # live: at some moment all three cards were running with text in them, and they grew over several updates
+    # live: at some moment all three cards were running with text in them, and they grew over several updates, or
+    # were caught partway (a busy browser applies several stream messages in one task: one snapshot for them all)
     snaps = page.evaluate("window.__snaps")
     live = [s for s in snaps if len(s) == 3 and all(f == "running" and n > 0 for f, n in s)]
-    assert live and len({tuple(n for _, n in s) for s in live}) >= 2, snaps[:20]
+    final = [len(t) for t in cards.locator(".ns-text").all_inner_texts()]
+    partway = any(n < f for s in live for (_, n), f in zip(s, final))
+    assert live and (len({tuple(n for _, n in s) for s in live}) >= 2 or partway), (snaps[:20], final)
     # report: usage table with one row per choice, the two plotly charts and the headline numbers
     expect(page.locator("#ns-usage")).to_be_visible()
     for i in range(3):
