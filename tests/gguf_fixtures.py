@@ -35,6 +35,19 @@ def tiny_gguf_file(kind: str, layers: int = 2) -> Path:
     return tiny_gguf.write(path, TYPES[kind], layers=layers)
 
 
+@contextlib.contextmanager
+def engine_pair(path: Path):
+    """(nsample on the file's blocks, transformers' float32 model of it behind the same engine), closed after."""
+    import nsample
+
+    fast, ref = nsample.load(str(path)), nsample.load(str(path), quantize="none")
+    try:
+        yield fast, ref
+    finally:
+        fast.close()
+        ref.close()
+
+
 def tiny_gguf_engine(kind: str, layers: int = 2, **config):
     import nsample
 

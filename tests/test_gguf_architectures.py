@@ -8,7 +8,7 @@ import ggml_quantizer as gq
 import pytest
 import tiny_gguf
 import torch
-from gguf_fixtures import TYPES, tiny_gguf_file
+from gguf_fixtures import TYPES, engine_pair, tiny_gguf_file
 from seed_contract import assert_choices_replay_alone
 from transformers import AutoModelForCausalLM
 
@@ -26,10 +26,8 @@ PROMPTS = ["Write a short poem about the sea.", "What is 17 times 23?", "Name th
 def arch(request):
     """(path, the file as its blocks, the file through transformers' float32 conversion) for one architecture."""
     path = tiny_gguf_file(request.param)
-    fast, ref = nsample.load(str(path)), nsample.load(str(path), quantize="none")
-    yield path, fast, ref
-    fast.close()
-    ref.close()
+    with engine_pair(path) as (fast, ref):
+        yield path, fast, ref
 
 
 @torch.inference_mode()

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gguf_fixtures import needs_gguf
+from gguf_fixtures import engine_pair, needs_gguf
 from seed_contract import assert_choices_replay_alone
 
 import nsample
@@ -26,10 +26,8 @@ KIND = {"token_embd": "embed_tokens", "attn_q": "self_attn.q_proj", "attn_k": "s
 def pair(request):
     """(the fixture's path, nsample on its blocks, transformers' float32 model of it behind the same engine)."""
     path = fixture(request.param)
-    fast, ref = nsample.load(str(path)), nsample.load(str(path), quantize="none")
-    yield path, fast, ref
-    fast.close()
-    ref.close()
+    with engine_pair(path) as (fast, ref):
+        yield path, fast, ref
 
 
 def file_formats(path: Path) -> dict[str, set[str]]:

@@ -100,7 +100,6 @@ class FusedDecoder:
         h = h if keep is None else h[keep].contiguous()
         return ops.norm_linear(h, self.norm.weight, self.norm.variance_epsilon, self.head)
 
-
     def _norm_heads(self, qkv: torch.Tensor, q_norm: nn.Module, k_norm: nn.Module) -> None:
         """Qwen 3's q_norm and k_norm, the model's own modules, on each q and k head of qkv (M, (H + 2·Hkv)·D), in
         place: a head's numbers are its own, as in the model's forward on (B, T, H, D)."""

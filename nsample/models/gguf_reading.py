@@ -4,7 +4,7 @@ whole load.
 A first load reads the file's metadata several times over: nsample's tensor index, then transformers' config,
 tokenizer and name map, each of which builds its own `gguf.GGUFReader` and parses every field again (a 49k-token
 vocabulary is some 150k strings, each sliced out of a `np.memmap`, whose every slice is a new memmap). On the 1.1B
-Q4_K_M fixture that was 13 s of a first load; within `shared_reading()` it is under 3 s, with the same files written.
+Q4_K_M fixture a first load took 13 s; with `shared_reading()` 3.8 s, the same files written.
 """
 import functools
 import threading
