@@ -31,53 +31,68 @@ def permute(w: torch.Tensor, heads: int) -> torch.Tensor:
     return w.reshape(heads, 2, len(w) // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write(path: Path, types: dict[str, int] | int, hidden: int = 256, layers: int = 2, seed: int = 0,
-          tied: bool = True) -> Path:
-    """A GGUF file at `path` of the tiny model; `types`: one ggml type for every projection and the embedding, or
-    one per kind in KINDS (and "output" when untied). Norms are F32, as llama.cpp keeps them."""
-    from gguf import GGMLQuantizationType, GGUFWriter
+def _writer(path: Path, arch: str, cfg):
+    """A GGUF writer for `arch` holding the shape keys every file has, from the transformers config `cfg`."""
+    from gguf import GGUFWriter
 
-    model, _ = tiny_model(seed=seed, layers=layers, hidden=hidden)
-    rng = torch.Generator().manual_seed(seed)
-    cfg = model.config
-    kinds = {k: types if isinstance(types, int) else types.get(k, F32) for k in (*KINDS, "output")}
-    writer = GGUFWriter(str(path), "llama")
-    writer.add_block_count(layers)
+    writer = GGUFWriter(str(path), arch)
+    writer.add_block_count(cfg.num_hidden_layers)
     writer.add_context_length(cfg.max_position_embeddings)
-    writer.add_embedding_length(hidden)
+    writer.add_embedding_length(cfg.hidden_size)
     writer.add_feed_forward_length(cfg.intermediate_size)
     writer.add_head_count(cfg.num_attention_heads)
     writer.add_head_count_kv(cfg.num_key_value_heads)
-    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"] if getattr(cfg, "rope_parameters", None)
-                              else cfg.rope_theta)
-    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    writer.add_rope_dimension_count(hidden // cfg.num_attention_heads)
-    writer.add_vocab_size(cfg.vocab_size)
+    return writer
+
+
+def _add(writer, name: str, w: torch.Tensor, type_id: int) -> None:
+    """Tensor `name`: float32 where F32 or 1-D, else quantized to `type_id` by llama.cpp's quantizer."""
+    from gguf import GGMLQuantizationType
+
+    if type_id == F32 or w.dim() == 1:
+        writer.add_tensor(name, w.detach().float().numpy())
+    else:
+        writer.add_tensor(name, quantize(w, type_id).numpy(), raw_dtype=GGMLQuantizationType(type_id))
+
+
+def _finish(writer, path: Path) -> Path:
+    """The embedded model's tokenizer keys, then the file written and closed."""
     for key, value, vtype, sub in tokenizer_fields():
         writer.add_key_value(key, value, vtype, sub)
-
-    def add(name: str, w: torch.Tensor, type_id: int):
-        if type_id == F32 or w.dim() == 1:
-            writer.add_tensor(name, w.detach().float().numpy())
-        else:
-            writer.add_tensor(name, quantize(w, type_id).numpy(), raw_dtype=GGMLQuantizationType(type_id))
-
-    add("token_embd.weight", model.model.embed_tokens.weight, kinds["token_embd"])
-    if not tied:
-        add("output.weight", torch.randn(model.lm_head.weight.shape, generator=rng) * 0.5, kinds["output"])
-    add("output_norm.weight", model.model.norm.weight, F32)
-    for i, layer in enumerate(model.model.layers):
-        for kind, hf in HF.items():
-            w = layer.get_submodule(hf).weight
-            heads = cfg.num_attention_heads if kind == "attn_q" else cfg.num_key_value_heads
-            add(f"blk.{i}.{kind}.weight", permute(w, heads) if kind in ("attn_q", "attn_k") else w, kinds[kind])
-        add(f"blk.{i}.attn_norm.weight", torch.rand(hidden, generator=rng) + 0.5, F32)
-        add(f"blk.{i}.ffn_norm.weight", torch.rand(hidden, generator=rng) + 0.5, F32)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def write(path: Path, types: dict[str, int] | int, hidden: int = 256, layers: int = 2, seed: int = 0,
+          tied: bool = True) -> Path:
+    """A GGUF file at `path` of the tiny model; `types`: one ggml type for every projection and the embedding, or
+    one per kind in KINDS (and "output" when untied). Norms are F32, as llama.cpp keeps them."""
+    model, _ = tiny_model(seed=seed, layers=layers, hidden=hidden)
+    rng = torch.Generator().manual_seed(seed)
+    cfg = model.config
+    kinds = {k: types if isinstance(types, int) else types.get(k, F32) for k in (*KINDS, "output")}
+    writer = _writer(path, "llama", cfg)
+    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"] if getattr(cfg, "rope_parameters", None)
+                              else cfg.rope_theta)
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_rope_dimension_count(hidden // cfg.num_attention_heads)
+    writer.add_vocab_size(cfg.vocab_size)
+    _add(writer, "token_embd.weight", model.model.embed_tokens.weight, kinds["token_embd"])
+    if not tied:
+        _add(writer, "output.weight", torch.randn(model.lm_head.weight.shape, generator=rng) * 0.5, kinds["output"])
+    _add(writer, "output_norm.weight", model.model.norm.weight, F32)
+    for i, layer in enumerate(model.model.layers):
+        for kind, hf in HF.items():
+            w = layer.get_submodule(hf).weight
+            if kind in ("attn_q", "attn_k"):
+                w = permute(w, cfg.num_attention_heads if kind == "attn_q" else cfg.num_key_value_heads)
+            _add(writer, f"blk.{i}.{kind}.weight", w, kinds[kind])
+        _add(writer, f"blk.{i}.attn_norm.weight", torch.rand(hidden, generator=rng) + 0.5, F32)
+        _add(writer, f"blk.{i}.ffn_norm.weight", torch.rand(hidden, generator=rng) + 0.5, F32)
+    return _finish(writer, path)
 
 
 
@@ -102,13 +117,7 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **shape))
     rng = torch.Generator().manual_seed(seed)
-    writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_block_count(layers)
-    writer.add_context_length(shape["max_position_embeddings"])
-    writer.add_embedding_length(shape["hidden_size"])
-    writer.add_feed_forward_length(shape["intermediate_size"])
-    writer.add_head_count(shape["num_attention_heads"])
-    writer.add_head_count_kv(shape["num_key_value_heads"])
+    writer = _writer(path, arch, model.config)
     writer.add_key_length(shape["head_dim"])
     writer.add_value_length(shape["head_dim"])
     writer.add_layer_norm_rms_eps(shape["rms_norm_eps"])
@@ -117,8 +126,6 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
             writer.add_sliding_window(value)
         elif key.endswith("softcapping"):
             writer.add_float32(f"{arch}.{key}", value)
-    for key, value, vtype, sub in tokenizer_fields():
-        writer.add_key_value(key, value, vtype, sub)
     names = gguf.get_tensor_name_map(next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch), layers)
     for hf_name, w in model.state_dict().items():
         if hf_name == "lm_head.weight":
@@ -128,13 +135,5 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
         if "norm" in base:  # a scale around 1 (Gemma's norms scale by 1 + w, and its converter stores the 1 + w)
             writer.add_tensor(name, (torch.rand(w.shape, generator=rng) + 0.5).numpy())
             continue
-        type_id = types.get(name.split(".")[-2] if name.startswith("blk.") else name.split(".")[0], F32)
-        if type_id == F32:
-            writer.add_tensor(name, w.detach().float().numpy())
-        else:
-            writer.add_tensor(name, quantize(w, type_id).numpy(), raw_dtype=gguf.GGMLQuantizationType(type_id))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+        _add(writer, name, w, types.get(name.split(".")[-2] if name.startswith("blk.") else name.split(".")[0], F32))
+    return _finish(writer, path)

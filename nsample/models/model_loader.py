@@ -28,9 +28,14 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return getattr(torch, dtype)
 
 
+def _converted_folder(gguf: Path) -> Path:
+    """Where the float32 conversion of `gguf` is cached (it is there once its config.json is)."""
+    return cache_dir() / f"{gguf.stem}-{model_cache.key(gguf)}"
+
+
 def converted_gguf(gguf: Path) -> Path:
     """A safetensors copy of a GGUF model, converted once (about 20 s) and then loaded in about a second."""
-    target = cache_dir() / f"{gguf.stem}-{model_cache.key(gguf)}"
+    target = _converted_folder(gguf)
     if (target / "config.json").is_file():
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -100,7 +105,7 @@ def check_room_to_convert(gguf: Path, why: str) -> None:
 
     from nsample.models import gguf_model
 
-    if (cache_dir() / f"{gguf.stem}-{model_cache.key(gguf)}" / "config.json").is_file():
+    if (_converted_folder(gguf) / "config.json").is_file():
         return
     index = json.loads((gguf_model.metadata(gguf, cache_dir()) / gguf_model.INDEX).read_text())
     need = 4 * sum(math.prod(t["shape"]) for t in index["tensors"].values())
