@@ -2,6 +2,7 @@
 quantizer (tests/ggml_quantizer.py), as llama.cpp's converter lays them out (q/k rows permuted for its rotary), with the
 embedded model's tokenizer: fixtures of every block format in a fraction of a second, for the loader's tests."""
 import functools
+import math
 from pathlib import Path
 
 import torch
@@ -66,20 +67,43 @@ def _finish(writer, path: Path) -> Path:
     return path
 
 
+def llama3_factors(head_dim: int, theta: float, factor: float, low_freq_factor: float, high_freq_factor: float,
+                   original_max_position_embeddings: int) -> torch.Tensor:
+    """The rotary frequency factors llama.cpp's converter writes for "llama3" rope scaling (rope_freqs.weight), as
+    its LlamaModel.generate_extra_tensors computes them."""
+    context = original_max_position_embeddings
+    freqs = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    low_freq_wavelen, high_freq_wavelen = context / low_freq_factor, context / high_freq_factor
+    factors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_freq_wavelen:
+            factors.append(1)
+        elif wavelen > low_freq_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return torch.tensor(factors, dtype=torch.float32)
+
+
 def write(path: Path, types: dict[str, int] | int, hidden: int = 256, layers: int = 2, seed: int = 0,
-          tied: bool = True) -> Path:
+          tied: bool = True, llama3: dict | None = None) -> Path:
     """A GGUF file at `path` of the tiny model; `types`: one ggml type for every projection and the embedding, or
-    one per kind in KINDS (and "output" when untied). Norms are F32, as llama.cpp keeps them."""
+    one per kind in KINDS (and "output" when untied). Norms are F32, as llama.cpp keeps them. `llama3`: that rope
+    scaling's parameters (llama3_factors), written as llama.cpp's converter does, as rope_freqs.weight."""
     model, _ = tiny_model(seed=seed, layers=layers, hidden=hidden)
     rng = torch.Generator().manual_seed(seed)
     cfg = model.config
     kinds = {k: types if isinstance(types, int) else types.get(k, F32) for k in (*KINDS, "output")}
     writer = _writer(path, "llama", cfg)
-    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"] if getattr(cfg, "rope_parameters", None)
-                              else cfg.rope_theta)
+    theta = cfg.rope_parameters["rope_theta"] if getattr(cfg, "rope_parameters", None) else cfg.rope_theta
+    writer.add_rope_freq_base(theta)
     writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     writer.add_rope_dimension_count(hidden // cfg.num_attention_heads)
     writer.add_vocab_size(cfg.vocab_size)
+    if llama3:
+        _add(writer, "rope_freqs.weight", llama3_factors(hidden // cfg.num_attention_heads, theta, **llama3), F32)
     _add(writer, "token_embd.weight", model.model.embed_tokens.weight, kinds["token_embd"])
     if not tied:
         _add(writer, "output.weight", torch.randn(model.lm_head.weight.shape, generator=rng) * 0.5, kinds["output"])

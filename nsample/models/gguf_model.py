@@ -11,6 +11,8 @@ and takes tens of seconds; llama.cpp maps the file and computes on its blocks. S
   back, and so do we, a row of blocks at a time (those two tensors are copied, the rest stay mapped);
 - a projection in a format the kernels do not read (Q2_K, Q3_K, the IQ formats) is dequantized and rounded to
   Q8_0 once at load (gguf-py's quantizer, bitwise llama.cpp's), and reported so (`weights_report`).
+- a file's rotary frequency factors (Llama 3's scaling, `rope_freqs.weight`) divide its rotary frequencies, as in
+  llama.cpp (rope_factors.py): transformers ignores them;
 - files that store norms as 1 + w (Gemma 2 and 3) get them shifted by transformers' own processor, and an
   embedding that scales its rows (Gemma's, by sqrt(hidden)) becomes a GGUFEmbedding that scales them alike.
 Architectures whose tensors transformers transforms beyond that (fused experts, reshaped convolutions, ...) are
@@ -26,7 +28,7 @@ import torch
 from torch import nn
 
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
-from nsample.models import model_cache
+from nsample.models import model_cache, rope_factors
 
 INDEX = "gguf_tensors.json"
 NAMES = "gguf_names.json"
@@ -103,6 +105,7 @@ def load(path: Path, cache: Path):
         _install(model, hf_name, raw, type_id, raws,
                  lambda w, name=tensors[hf_name][0]: torch.from_numpy(processor.process(w.numpy(), name).weights))
     _rebuild_meta_buffers(model)
+    rope_factors.apply(model, rope_factors.read(path, index))  # Llama 3's scaled frequencies
     if isinstance(head := model.get_output_embeddings(), GGUFLinear):
         head.head = True
     return model.eval(), tokenizer

@@ -143,4 +143,9 @@ def load_pretrained(model: str | None, device: torch.device, dtype: torch.dtype,
         m = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
     except OSError as e:
         raise ModelMissing(f"Could not load model '{model}': {e}") from e
+    if (gguf := gguf_path(model)) is not None:  # Llama 3's scaled rotary frequencies, which transformers ignores
+        from nsample.models import gguf_model, rope_factors
+
+        index = json.loads((gguf_model.metadata(gguf, cache_dir()) / gguf_model.INDEX).read_text())
+        rope_factors.apply(m, rope_factors.read(gguf, index))
     return m.to(device).eval(), tokenizer, name
