@@ -1,7 +1,7 @@
 """Layers on a GGUF file's own quantized tensors, read as the file holds them (memory-mapped, never dequantized whole).
 
 A projection keeps its weight as the file's blocks (N, row bytes) in one of llama.cpp's formats (Q4_0, Q4_1, Q5_0,
-Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, or plain F32/F16/BF16 rows; csrc/gguf_formats.h). Decode steps sum on the blocks,
+Q5_1, Q8_0, the K-quants Q2_K to Q6_K, or plain F32/F16/BF16 rows; csrc/gguf_formats.h). Decode steps sum on the blocks,
 expanded in registers to exactly the float32 weights transformers would dequantize them to, each row on its own in a
 fixed order (csrc/gguf_linear.cpp), so a row's numbers never depend on its batch. Prefill expands a tile of weight
 rows at a time into an MKL GEMM (csrc/gguf_expand.cpp), so no float32 copy of a layer ever exists. Which of the two
@@ -20,7 +20,7 @@ kernel too, so every drawn token's logits come from one kind of kernel; and it i
 stays float32 (the prompt's KV as the float32 model's): on the q8 kernel too it was as fast or faster (Q4_K
 5632x2048 at 16 rows: 4.1 against 9.9 ms), but greedy output moved further from float32 than llama.cpp's does
 (scripts/quality.py: 1 of 20 continuations identical instead of 6, mean |Δ logprob| 0.069 instead of 0.054;
-llama.cpp 2 of 20, 0.032). x86 with AVX2 only; F16, BF16 and F32 tensors keep float32.
+llama.cpp 2 of 20, 0.032). x86 with AVX2 only; F16, BF16, F32, Q2_K and Q3_K tensors keep float32.
 """
 import contextlib
 import threading
@@ -30,9 +30,9 @@ from torch import nn
 
 from nsample.cpu import kernels
 
-TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 12: "Q4_K", 13: "Q5_K",
-              14: "Q6_K", 30: "BF16"}  # the ggml types the kernels read (csrc/gguf_formats.h)
-BLOCK_WEIGHTS = {0: 32, 1: 32, 30: 32, 2: 32, 3: 32, 6: 32, 7: 32, 8: 32, 12: 256, 13: 256, 14: 256}
+TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K", 11: "Q3_K",
+              12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 30: "BF16"}  # the ggml types the kernels read (csrc/gguf_formats.h)
+BLOCK_WEIGHTS = {0: 32, 1: 32, 30: 32, 2: 32, 3: 32, 6: 32, 7: 32, 8: 32, 10: 256, 11: 256, 12: 256, 13: 256, 14: 256}
 _phase = threading.local()
 
 

@@ -125,11 +125,13 @@ decltype(auto) with_format(int64_t type, Fn&& fn) {
     case Q5_0::TYPE: return fn(Q5_0{});
     case Q5_1::TYPE: return fn(Q5_1{});
     case Q8_0::TYPE: return fn(Q8_0{});
+    case Q2_K::TYPE: return fn(Q2_K{});
+    case Q3_K::TYPE: return fn(Q3_K{});
     case Q4_K::TYPE: return fn(Q4_K{});
     case Q5_K::TYPE: return fn(Q5_K{});
     case Q6_K::TYPE: return fn(Q6_K{});
     default: TORCH_CHECK(false, "GGUF tensor type ", type, " is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, ",
-                         "Q5_1, Q8_0, Q4_K, Q5_K, Q6_K are)");
+                         "Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K are)");
   }
 }
 

@@ -1,5 +1,5 @@
-// The K-quants (llama.cpp's ggml-common.h block_q4_K, block_q5_K, block_q6_K): 256 weights a block in sub-blocks
-// with 6- or 8-bit scales, each block's sixteen float32 factors made once (Factors).
+// The K-quants (llama.cpp's ggml-common.h block_q2_K .. block_q6_K): 256 weights a block in sub-blocks with 4-, 6- or
+// 8-bit scales, each block's sixteen float32 factors (and Q2_K's minimums) made once (Factors).
 #pragma once
 #include "gguf_block.h"
 
@@ -205,6 +205,26 @@ struct Q5_K : Format<Q5_K> {
     FOR_VECTORS(v) w[v] = level(u8(p.q + 32 * j + S * v));
   }
 };
+// The K-quants whose weights are a signed q times its sub-block of 16's factor (d·scale): Q6_K and Q3_K. A block's
+// 256 q are assembled once, as bytes (F::prepare, into Prep), and each chunk widens and converts its bytes.
+template <class F>
+struct SignedBytes : Format<F> {
+  struct Prep {
+    Factors f;
+    alignas(64) int8_t q[256];  // weight w's q at w
+  };
+  static void chunk_with(const uint8_t*, int j, Vec* w, const Prep& p) {
+    const uint8_t* q = reinterpret_cast<const uint8_t*>(p.q) + 32 * j;
+    FOR_VECTORS(v) {
+#if defined(CPU_CAPABILITY_AVX512)
+      w[v] = p.f.at(2 * j + v) * to_float(i8(q + S * v));
+#else  // Vec(f[k]), not at(k): eight rows of Q6_K 10% faster under AVX2, the reverse of Q4_K
+      w[v] = Vec(p.f.f[2 * j + S * v / 16]) * to_float(i8(q + S * v));
+#endif
+    }
+  }
+};
+
 // Q6_K {uint8 ql[128], qh[64]; int8 scales[16]; half d}, 256 weights in two halves of 128: weight 32t + i of half
 // h (t = 0..3, i = 0..31) has its low four bits in ql[64h + 32(t % 2) + i] (low nibble for t < 2) and its top two
 // in bits 2t of qh[32h + i]; q - 32 is scaled by (d·scales[w / 16]), the factors.
@@ -213,12 +233,8 @@ struct Q5_K : Format<Q5_K> {
 // two table permutes, or under AVX2 five integer operations. The same float32 q - 32 times the same
 // factor: the same weight. In-process A/B, 2 threads, from L3, time against that: AVX-512 one row 0.91-0.92x, eight
 // and sixteen 0.94-0.95x; AVX2 one row 0.69-0.70x, eight 0.90-0.91x, sixteen 0.86-0.89x.
-struct Q6_K : Format<Q6_K> {
+struct Q6_K : SignedBytes<Q6_K> {
   static constexpr int64_t TYPE = 14, WEIGHTS = 256, BYTES = 210;
-  struct Prep {
-    Factors f;
-    alignas(64) int8_t q[256];  // weight w's q - 32 at w
-  };
   static void prepare(const uint8_t* b, Prep& p) {
     const float d = half(b + 208);
     p.f = factors<true>(bytes16(b + 192), d, d);
@@ -260,14 +276,117 @@ struct Q6_K : Format<Q6_K> {
         }
 #endif
   }
-  static void chunk_with(const uint8_t*, int j, Vec* w, const Prep& p) {
-    const uint8_t* q = reinterpret_cast<const uint8_t*>(p.q) + 32 * j;
-    FOR_VECTORS(v) {
+};
+
+// Q3_K's sixteen 6-bit scales less 32, as signed bytes: scale k's low four bits in byte k % 8 (the high nibble for
+// k >= 8), its top two in bits 2(k / 4) of byte 8 + k % 4. Unpacked a word (four scales) at a time, with llama.cpp's
+// masks, where a loop over the scales took some hundred instructions a block.
+inline Bytes16 q3_scales(const uint8_t* sc) {
+  uint32_t u[3];
+  std::memcpy(u, sc, 12);
+  constexpr uint32_t four = 0x0f0f0f0f, two = 0x03030303;
+  const uint32_t s[4] = {(u[0] & four) | ((u[2] & two) << 4), (u[1] & four) | (((u[2] >> 2) & two) << 4),
+                         ((u[0] >> 4) & four) | (((u[2] >> 4) & two) << 4),
+                         ((u[1] >> 4) & four) | (((u[2] >> 6) & two) << 4)};
+  // Each byte s (0..63) less 32, mod 256 within its byte: s + 0x60 carries into no other byte, then bit 7 flipped.
+  const auto less = [](uint32_t w) { return (w + 0x60606060u) ^ 0x80808080u; };
+  const uint32_t q[4] = {less(s[0]), less(s[1]), less(s[2]), less(s[3])};
+  return bytes16(q);
+}
+
+// Q3_K {uint8 hmask[32], qs[64], scales[12]; half d}, 256 weights in two halves of 128: weight 32t + i of half h
+// (t = 0..3, i = 0..31) has its low two bits in bits 2t of qs[32h + i] and its third in bit 4h + t of hmask[i], and
+// is q - 4 where that bit is clear; scaled by d·(scale - 32), a 6-bit scale for each 16 weights (q3_scales). As
+// gguf-py's and llama.cpp's dequantizers: the float32 product (d·(scale - 32))·q.
+struct Q3_K : SignedBytes<Q3_K> {
+  static constexpr int64_t TYPE = 11, WEIGHTS = 256, BYTES = 110;
+  static void prepare(const uint8_t* b, Prep& p) {
+    const uint8_t *hmask = b, *qs = b + 32;
+    const float d = half(b + 108);
+    p.f = factors<true>(q3_scales(b + 96), d, d);
 #if defined(CPU_CAPABILITY_AVX512)
-      w[v] = p.f.at(2 * j + v) * to_float(i8(q + S * v));
-#else  // Vec(f[k]), not at(k): eight rows 10% faster under AVX2, the reverse of Q4_K
-      w[v] = Vec(p.f.f[2 * j + S * v / 16]) * to_float(i8(q + S * v));
+    // Two t side by side (each half of a register its own shift counts), as Q6_K: each byte's two bits at 2t and its
+    // third moved to bit 2 (16-bit shifts: what crosses a byte lands outside the bits kept), joined, less 4.
+    const auto both = [](const uint8_t* at) {
+      return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+    };
+    const auto halves = [](int a, int c) { return _mm512_inserti64x4(_mm512_set1_epi16(a), _mm256_set1_epi16(c), 1); };
+    const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4), bits = both(hmask);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i l = both(qs + 32 * h);
+      for (int t = 0; t < 4; t += 2) {
+        const int bit = 4 * h + t;  // and bit + 1 in the upper half
+        const __m512i top = bit == 0 ? _mm512_sllv_epi16(bits, halves(2, 1))
+                                     : _mm512_srlv_epi16(bits, halves(bit - 2, bit - 1));
+        const __m512i q = _mm512_ternarylogic_epi32(_mm512_srlv_epi16(l, halves(2 * t, 2 * t + 2)),
+                                                    _mm512_and_si512(top, four), three, 0xE4);
+        _mm512_store_si512(p.q + 128 * h + 32 * t, _mm512_sub_epi8(q, four));
+      }
+    }
+#elif defined(CPU_CAPABILITY_AVX2)
+    // Each byte's two bits at 2t and its third moved to bit 2 (16-bit shifts: what crosses a byte lands outside the
+    // bits kept), joined, less 4.
+    const auto load = [](const uint8_t* at) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)); };
+    const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4), bits = load(hmask);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l = load(qs + 32 * h);
+      for (int t = 0; t < 4; ++t) {
+        const int bit = 4 * h + t;
+        const __m256i top = bit >= 2 ? _mm256_srli_epi16(bits, bit - 2) : _mm256_slli_epi16(bits, 2 - bit);
+        const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 2 * t), three),
+                                          _mm256_and_si256(top, four));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(p.q + 128 * h + 32 * t), _mm256_sub_epi8(q, four));
+      }
+    }
+#else
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < 4; ++t)
+        for (int i = 0; i < 32; ++i) {
+          const int low = (qs[32 * h + i] >> (2 * t)) & 3, third = (hmask[i] >> (4 * h + t)) & 1;
+          p.q[128 * h + 32 * t + i] = static_cast<int8_t>((low | (third << 2)) - 4);
+        }
 #endif
+  }
+};
+
+// Q2_K {uint8 scales[16], qs[64]; half d, dmin}, 256 weights in sixteen sub-blocks of 16: weight 32t + i of half h
+// (t = 0..3, i = 0..31) is bits 2t of qs[32h + i]; sub-block k's scale and minimum the low and high nibbles of
+// scales[k]; weight (d·scale)·q - dmin·minimum (exact_mul_sub: d·scale·q is exact), as gguf-py's dequantizer. A
+// block's q as bytes and its 32 factors made once (prepare), each chunk a widening and one multiply-add a vector.
+struct Q2_K : Format<Q2_K> {
+  static constexpr int64_t TYPE = 10, WEIGHTS = 256, BYTES = 84;
+  struct Prep {
+    Factors scale, min;  // d·scale_k and dmin·minimum_k
+    alignas(64) uint8_t q[256];
+  };
+  static void prepare(const uint8_t* b, Prep& p) {
+    const uint8_t* qs = b + 16;
+    uint32_t u[4];
+    std::memcpy(u, b, 16);
+    const uint32_t scales[4] = {u[0] & 0x0f0f0f0fu, u[1] & 0x0f0f0f0fu, u[2] & 0x0f0f0f0fu, u[3] & 0x0f0f0f0fu};
+    const uint32_t mins[4] = {(u[0] >> 4) & 0x0f0f0f0fu, (u[1] >> 4) & 0x0f0f0f0fu, (u[2] >> 4) & 0x0f0f0f0fu,
+                              (u[3] >> 4) & 0x0f0f0f0fu};
+    const float d = half(b + 80), dmin = half(b + 82);
+    p.scale = factors<false>(bytes16(scales), d, d);
+    p.min = factors<false>(bytes16(mins), dmin, dmin);
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+    const __m256i three = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+      for (int t = 0; t < 4; ++t)  // 16-bit shifts: what crosses a byte lands above the two bits kept
+        _mm256_store_si256(reinterpret_cast<__m256i*>(p.q + 128 * h + 32 * t),
+                           _mm256_and_si256(_mm256_srli_epi16(l, 2 * t), three));
+    }
+#else
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < 4; ++t)
+        for (int i = 0; i < 32; ++i) p.q[128 * h + 32 * t + i] = (qs[32 * h + i] >> (2 * t)) & 3;
+#endif
+  }
+  static void chunk_with(const uint8_t*, int j, Vec* w, const Prep& p) {
+    FOR_VECTORS(v) {
+      const int k = 2 * j + S * v / 16;
+      w[v] = exact_mul_sub(Vec(p.scale.f[k]), to_float(u8(p.q + 32 * j + S * v)), Vec(p.min.f[k]));
     }
   }
 };
