@@ -11,7 +11,8 @@ from pathlib import Path
 import torch
 
 F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 30
-IQ4_NL = 20  # a format the kernels do not read (rounded to Q8_0 at load)
+IQ4_NL, IQ4_XS = 20, 23
+IQ3_S = 21  # a format the kernels do not read (rounded to Q8_0 at load)
 PLAIN = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16}
 
 

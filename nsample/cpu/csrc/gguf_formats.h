@@ -2,9 +2,10 @@
 // to float32: a struct per format with its sizes, `chunk` (32 of a block's weights as float vectors, what the
 // linear kernels multiply with) and `expand` (a whole block into memory), and `with_format`, from a ggml type id
 // to a functor called with the format's struct. Here the plain and 32-weight formats; the K-quants in
-// gguf_kquants.h, what both are built of in gguf_block.h.
+// gguf_kquants.h, IQ4_NL and IQ4_XS in gguf_iquants.h, what they are all built of in gguf_block.h.
 #pragma once
 #include "gguf_block.h"
+#include "gguf_iquants.h"
 #include "gguf_kquants.h"
 
 namespace gguf {
@@ -130,8 +131,10 @@ decltype(auto) with_format(int64_t type, Fn&& fn) {
     case Q4_K::TYPE: return fn(Q4_K{});
     case Q5_K::TYPE: return fn(Q5_K{});
     case Q6_K::TYPE: return fn(Q6_K{});
+    case IQ4_NL::TYPE: return fn(IQ4_NL{});
+    case IQ4_XS::TYPE: return fn(IQ4_XS{});
     default: TORCH_CHECK(false, "GGUF tensor type ", type, " is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, ",
-                         "Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K are)");
+                         "Q5_1, Q8_0, Q2_K to Q6_K, IQ4_NL, IQ4_XS are)");
   }
 }
 
