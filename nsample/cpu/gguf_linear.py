@@ -124,7 +124,7 @@ def int8_activations(mode: str) -> bool:
 
 def use_int8_activations(model: nn.Module, on: bool) -> list[str]:
     """Decode `model`'s GGUF layers on int8 activations (on) or float32 ones; returns the formats left on float32
-    (those with no int8 kernel: F32, F16, BF16)."""
+    (those with no int8 kernel: F32, F16, BF16, Q2_K, Q3_K, IQ4_NL, IQ4_XS)."""
     left = set()
     for m in model.modules():
         if isinstance(m, GGUFLinear):
