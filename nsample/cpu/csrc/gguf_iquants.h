@@ -30,7 +30,7 @@ inline void iq4_levels(const uint8_t* qs, int8_t* out) {
 #if defined(CPU_CAPABILITY_AVX512)
 // The sixteen levels times a scale, as floats (exact products): a table each weight is one lane permute of, its q the
 // index (the permute reads only its low four bits), as Q4_K's Levels on AVX-512: where the levels went by as bytes,
-// widened and converted, one row of IQ4_XS took about 2x Q4_K's time.
+// widened and converted, one row of IQ4_XS took about 2x Q4_K's time (with the tables 1.6x, IQ4_NL 1.2x).
 alignas(64) inline constexpr float KVALUES_FLOAT[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                        1,    13,   25,  38,  53,  69,  89,  113};
 inline Vec iq4_table(const Vec& scale) { return scale * Vec::loadu(KVALUES_FLOAT); }

@@ -205,8 +205,9 @@ struct Q5_K : Format<Q5_K> {
     FOR_VECTORS(v) w[v] = level(u8(p.q + 32 * j + S * v));
   }
 };
-// The K-quants whose weights are a signed q times its sub-block of 16's factor (d·scale): Q6_K and Q3_K. A block's
-// 256 q are assembled once, as bytes (F::prepare, into Prep), and each chunk widens and converts its bytes.
+// The formats whose weights are a signed q times its sub-block of 16's factor (d·scale): Q6_K, Q3_K, and IQ4_XS but on
+// AVX-512 (gguf_iquants.h). A block's 256 q are assembled once, as bytes (F::prepare, into Prep), and each chunk widens
+// and converts its bytes.
 template <class F>
 struct SignedBytes : Format<F> {
   struct Prep {
