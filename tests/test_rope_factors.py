@@ -4,7 +4,7 @@ those of transformers' own llama3-scaled model of the same weights, which transf
 import pytest
 import tiny_gguf
 import torch
-from gguf_fixtures import TYPES, needs_gguf
+from gguf_fixtures import TYPES, engine_pair, needs_gguf
 from transformers import AutoConfig, AutoModelForCausalLM
 
 import nsample
@@ -59,14 +59,10 @@ def test_the_rotary_frequencies_and_logits_are_transformers_llama3_ones(llama3_f
 
 def test_greedy_choices_on_the_blocks_are_those_of_the_float32_conversion(llama3_file):
     prompt = " ".join(["The sea is wide and the ships are slow."] * 30)  # some 300 tokens: the scaled range
-    fast, ref = nsample.load(str(llama3_file)), nsample.load(str(llama3_file), quantize="none")
-    try:
+    with engine_pair(llama3_file) as (fast, ref):
         a, b = (e.generate(prompt, n=2, temperature=0, max_tokens=16, ignore_eos=True) for e in (fast, ref))
         assert fast.quantize == "gguf" and a.usage.prompt_tokens > 256
         assert a.choices[0].token_ids == a.choices[1].token_ids == b.choices[0].token_ids
-    finally:
-        fast.close()
-        ref.close()
 
 
 def test_a_file_without_factors_keeps_the_plain_frequencies(tmp_path):
