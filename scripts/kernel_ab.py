@@ -8,7 +8,7 @@ stream from memory as in a decode step. A build's extra compiler flags go in EXT
 Usage: python scripts/kernel_ab.py --isa avx2 --rows 1 8 --threads 2 [--copies 8] \
            [--shapes 12x5632x2048 14x2048x5632] --builds old=/tmp/old/nsample/cpu/csrc new=nsample/cpu/csrc
 A shape is TYPExNxK, TYPE a ggml type id: 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 10 Q2_K, 11 Q3_K, 12 Q4_K, 13 Q5_K,
-14 Q6_K, 20 IQ4_NL, 23 IQ4_XS.
+14 Q6_K, 16 IQ2_XXS, 17 IQ2_XS, 18 IQ3_XXS, 19 IQ1_S, 20 IQ4_NL, 21 IQ3_S, 22 IQ2_S, 23 IQ4_XS, 29 IQ1_M.
 """
 import argparse
 import hashlib
@@ -25,7 +25,8 @@ from nsample.cpu import kernels
 from nsample.cpu.instruction_sets import ISA_FLAGS
 
 SCALES = {2: (0,), 8: (0,), 6: (0,), 3: (0, 2), 7: (0, 2), 10: (80, 82), 11: (108,), 12: (0, 2), 13: (0, 2),
-          14: (208,), 20: (0,), 23: (0,)}  # fp16 scale offsets
+          14: (208,), 16: (0,), 17: (0,), 18: (0,), 19: (0,), 20: (0,), 21: (0,), 22: (0,), 23: (0,),
+          29: ()}  # fp16 scale offsets (IQ1_M's d is the top nibbles of its scales, left random)
 
 
 def build(name: str, csrc: Path, isa: str):

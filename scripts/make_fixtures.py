@@ -41,8 +41,9 @@ from nsample.models import model_cache
 from nsample.models.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf
 
 FTYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S",
-          "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS")  # llama.cpp's LLAMA_FTYPE_MOSTLY_<name>
-# (F32: LLAMA_FTYPE_ALL_F32)
+          "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ3_S", "IQ3_M", "IQ4_NL", "IQ4_XS")
+# llama.cpp's LLAMA_FTYPE_MOSTLY_<name> (F32: LLAMA_FTYPE_ALL_F32). Not the IQ1, IQ2 and IQ3_XXS files: some of
+# their tensors need an importance matrix, without which llama.cpp's quantizer refuses them (IQ3_XXS, tried here)
 EMBEDDED_TYPES = ("Q4_K_M", "Q6_K", "Q8_0")
 LARGE = {"hidden": 2048, "intermediate": 5632, "layers": 22, "heads": 32, "kv_heads": 4, "context": 2048,
          "rope_base": 10000.0, "rms_eps": 1e-5}  # TinyLlama-1.1B's shape

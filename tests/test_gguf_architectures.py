@@ -74,7 +74,7 @@ def test_the_seed_contract_holds_on_the_files_blocks(arch):
 
 
 def test_an_embedding_the_kernels_do_not_read_stays_float32_and_scaled(tmp_path):
-    path = tiny_gguf.write_arch(tmp_path / "tiny-gemma2-iq3_s.gguf", "gemma2", {**Q4_K_M, "token_embd": gq.IQ3_S})
+    path = tiny_gguf.write_arch(tmp_path / "tiny-gemma2-tq2_0.gguf", "gemma2", {**Q4_K_M, "token_embd": gq.TQ2_0})
     engine = nsample.load(str(path))
     try:
         embed = engine.model.get_input_embeddings()

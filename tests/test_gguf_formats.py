@@ -12,7 +12,8 @@ import torch
 pytestmark = pytest.mark.skipif(not ggml_quantizer.available(), reason="llama.cpp's quantizer (llama-cpp-python) "
                                 "is not installed")
 TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q2_K": 10, "Q3_K": 11,
-         "Q4_K": 12, "Q5_K": 13, "Q6_K": 14, "IQ4_NL": 20, "IQ4_XS": 23, "BF16": 30}
+         "Q4_K": 12, "Q5_K": 13, "Q6_K": 14, "IQ2_XXS": 16, "IQ2_XS": 17, "IQ3_XXS": 18, "IQ1_S": 19, "IQ4_NL": 20,
+         "IQ3_S": 21, "IQ2_S": 22, "IQ4_XS": 23, "IQ1_M": 29, "BF16": 30}
 N = 10  # not a multiple of the kernels' groups of 4 columns: the last group is partial
 
 
@@ -107,6 +108,6 @@ def test_a_linear_of_parts_of_several_types_is_their_concatenation(ops):
 def test_other_types_and_shapes_are_refused(ops):
     blocks = ggml_quantizer.quantize(torch.randn(4, 256), 12)
     with pytest.raises(RuntimeError, match="not supported"):
-        ops.gguf_dequantize(blocks, 21, 256)  # IQ3_S
+        ops.gguf_dequantize(blocks, 35, 256)  # TQ2_0
     with pytest.raises(RuntimeError, match="bytes a row"):
         ops.gguf_decode_linear(torch.randn(1, 512), blocks, 12, None)

@@ -21,7 +21,7 @@ from nsample.models.embedded import cache_dir
 pytestmark = pytest.mark.skipif(kernels.ops() is None or not gq.available(),
                                 reason="no C++ kernels here, or no llama.cpp quantizer (llama-cpp-python)")
 FORMATS = {"F16": gq.F16, "Q5_0": gq.Q5_0, "Q8_0": gq.Q8_0, "Q2_K": gq.Q2_K, "Q3_K": gq.Q3_K, "Q5_K": gq.Q5_K,
-           "IQ4_NL": gq.IQ4_NL, "IQ4_XS": gq.IQ4_XS}
+           "IQ2_XXS": gq.IQ2_XXS, "IQ3_S": gq.IQ3_S, "IQ4_NL": gq.IQ4_NL, "IQ4_XS": gq.IQ4_XS}
 # each format's own expansion is tested bitwise on its own in test_gguf_formats.py; here, that a file's tensors land in
 # their places, rows in order
 Q4_K_M = TYPES["mix"]
@@ -97,7 +97,7 @@ def test_the_report_names_each_layers_format_and_the_bytes_a_decode_step_reads(f
 
 
 def test_a_format_the_kernels_do_not_read_is_rounded_to_q8_0_once(tmp_path):
-    path = tiny_gguf.write(tmp_path / "tiny-iq3_s.gguf", {**Q4_K_M, "ffn_down": gq.IQ3_S})
+    path = tiny_gguf.write(tmp_path / "tiny-tq2_0.gguf", {**Q4_K_M, "ffn_down": gq.TQ2_0})
     engine = nsample.load(str(path))
     try:
         report = weights_report.describe(engine.model)

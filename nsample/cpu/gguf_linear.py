@@ -1,15 +1,15 @@
 """Layers on a GGUF file's own quantized tensors, read as the file holds them (memory-mapped, never dequantized whole).
 
 A projection keeps its weight as the file's blocks (N, row bytes) in one of llama.cpp's formats (Q4_0, Q4_1, Q5_0, Q5_1,
-Q8_0, the K-quants Q2_K to Q6_K, IQ4_NL, IQ4_XS, or plain F32/F16/BF16 rows; csrc/gguf_formats.h). Decode steps sum on
-the blocks, expanded in registers to exactly the float32 weights transformers would dequantize them to, each row on its
-own in a fixed order (csrc/gguf_linear.cpp), so a row's numbers never depend on its batch. Prefill expands a tile of
-weight rows at a time into an MKL GEMM (csrc/gguf_expand.cpp), so no float32 copy of a layer ever exists. Which of the
-two runs is chosen by phase (`decoding()`, set by the runner around decode forwards), never by batch size; but for the
-LM head by request too (`head_rows_decoded`): a prefill's one kept row per request, the one a first token is drawn from,
-runs on the decode kernel, as every later token's logits do, at one row's cost (a 49152x576 Q8_0 head, 2 threads: 1.6 ms
-against 12 for the GEMM's 32-row tile); prompt-logprob rows, many per request, stay on the GEMM. The embedding expands
-the rows it is asked for; a tied LM head reads the embedding's blocks.
+Q8_0, the K-quants Q2_K to Q6_K, the IQ formats IQ1_S to IQ4_XS, or plain F32/F16/BF16 rows; csrc/gguf_formats.h).
+Decode steps sum on the blocks, expanded in registers to exactly the float32 weights transformers would dequantize them
+to, each row on its own in a fixed order (csrc/gguf_linear.cpp), so a row's numbers never depend on its batch. Prefill
+expands a tile of weight rows at a time into an MKL GEMM (csrc/gguf_expand.cpp), so no float32 copy of a layer ever
+exists. Which of the two runs is chosen by phase (`decoding()`, set by the runner around decode forwards), never by
+batch size; but for the LM head by request too (`head_rows_decoded`): a prefill's one kept row per request, the one a
+first token is drawn from, runs on the decode kernel, as every later token's logits do, at one row's cost (a 49152x576
+Q8_0 head, 2 threads: 1.6 ms against 12 for the GEMM's 32-row tile); prompt-logprob rows, many per request, stay on the
+GEMM. The embedding expands the rows it is asked for; a tied LM head reads the embedding's blocks.
 
 With int8 activations (`use_int8_activations`; EngineConfig.decode_activations) each activation row is rounded to
 int8 in blocks of 32 (256 for the K-quants) and multiplied by integer dot products on the blocks
@@ -20,7 +20,7 @@ kernel too, so every drawn token's logits come from one kind of kernel; and it i
 stays float32 (the prompt's KV as the float32 model's): on the q8 kernel too it was as fast or faster (Q4_K
 5632x2048 at 16 rows: 4.1 against 9.9 ms), but greedy output moved further from float32 than llama.cpp's does
 (scripts/quality.py: 1 of 20 continuations identical instead of 6, mean |Δ logprob| 0.069 instead of 0.054;
-llama.cpp 2 of 20, 0.032). x86 with AVX2 only; F16, BF16, F32, Q2_K, Q3_K and IQ4 tensors keep float32.
+llama.cpp 2 of 20, 0.032). x86 with AVX2 only; F16, BF16, F32, Q2_K, Q3_K and IQ tensors keep float32.
 """
 import contextlib
 import threading
@@ -31,8 +31,10 @@ from torch import nn
 from nsample.cpu import kernels
 
 TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K", 11: "Q3_K",
-              12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 20: "IQ4_NL", 23: "IQ4_XS", 30: "BF16"}  # what the kernels read
-BLOCK_WEIGHTS = {t: 256 if name.endswith("_K") or name == "IQ4_XS" else 32 for t, name in TYPE_NAMES.items()}
+              12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S",
+              20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 29: "IQ1_M", 30: "BF16"}  # what the kernels read
+BLOCK_WEIGHTS = {t: 32 if name in ("F32", "F16", "BF16", "IQ4_NL") or name.startswith("Q") and not name.endswith("_K")
+                 else 256 for t, name in TYPE_NAMES.items()}  # F32, F16, BF16: read 32 at a time
 _phase = threading.local()
 
 
@@ -124,7 +126,7 @@ def int8_activations(mode: str) -> bool:
 
 def use_int8_activations(model: nn.Module, on: bool) -> list[str]:
     """Decode `model`'s GGUF layers on int8 activations (on) or float32 ones; returns the formats left on float32
-    (those with no int8 kernel: F32, F16, BF16, Q2_K, Q3_K, IQ4_NL, IQ4_XS)."""
+    (those with no int8 kernel: F32, F16, BF16, Q2_K, Q3_K and the IQ formats)."""
     left = set()
     for m in model.modules():
         if isinstance(m, GGUFLinear):

@@ -2,9 +2,10 @@
 where they cannot be.
 
 - int8_rows.cpp: the float work around the two-level int8 GEMM (int8_linear.py), bitwise the ATen ops it replaces.
-- gguf_block.h, gguf_formats.h, gguf_kquants.h, gguf_iquants.h, gguf_tile.h, gguf_linear.cpp, gguf_pack.cpp,
-  gguf_expand.cpp: linear layers on a GGUF's own blocks, read as the file holds them (gguf_model.py): the decode
-  product, and the blocks expanded to float32.
+- gguf_block.h, gguf_formats.h, gguf_kquants.h, gguf_iquants.h, gguf_iq_grids.h (its tables gguf_iq_grid_tables.h,
+  written by scripts/make_iq_grids.py), gguf_tile.h, gguf_linear.cpp, gguf_pack.cpp, gguf_expand.cpp: linear layers
+  on a GGUF's own blocks, read as the file holds them (gguf_model.py): the decode product, and the blocks expanded
+  to float32.
 - q8_formats.h, q8_linear.cpp, q8_quantize.cpp: the decode product with the activations rounded to int8 (x86).
 - linear.cpp: a decode-time linear layer of either kind; decode_layer.cpp and attention.cpp: the rest of a Llama-style
   layer's decode step around it (fused_decode.py); vec_math.h: their e^x and dot product.

@@ -9,8 +9,8 @@ and takes tens of seconds; llama.cpp maps the file and computes on its blocks. S
 - norms and biases, a few kilobytes a layer, are dequantized to float32 (gguf-py's `dequantize`, as transformers);
 - Llama-architecture files store q/k rows permuted for llama.cpp's rotary layout; transformers permutes them
   back, and so do we, a row of blocks at a time (those two tensors are copied, the rest stay mapped);
-- a projection in a format the kernels do not read (IQ1, IQ2 and IQ3 formats) is dequantized and rounded to
-  Q8_0 once at load (gguf-py's quantizer, bitwise llama.cpp's), and reported so (`weights_report`).
+- a projection in a format the kernels do not read (the ternary TQ1_0 and TQ2_0, MXFP4) is dequantized and rounded
+  to Q8_0 at load (gguf-py's quantizer, bitwise llama.cpp's), and reported so (`weights_report`).
 - a file's rotary frequency factors (Llama 3's scaling, `rope_freqs.weight`) divide its rotary frequencies, as in
   llama.cpp (rope_factors.py): transformers ignores them;
 - files that store norms as 1 + w (Gemma 2 and 3) get them shifted by transformers' own processor, and an
