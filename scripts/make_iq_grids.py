@@ -1,6 +1,6 @@
-"""Writes nsample/cpu/csrc/gguf_iq_grid_tables.h: the grids of the IQ formats below 4 bits (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS,
-IQ2_S, IQ3_XXS, IQ3_S), taken from gguf-py's own tables (`gguf.quants`, the dequantizers the kernels are tested
-bitwise against), so the C++ kernels read the very values the reference does.
+"""Writes nsample/cpu/csrc/gguf_iq_grid_tables.h: the grids of the IQ formats below 4 bits (IQ1_S, IQ1_M, IQ2_XXS,
+IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), taken from gguf-py's own tables (`gguf.quants`, the dequantizers the kernels are
+tested bitwise against), so the C++ kernels read the very values the reference does.
 
 Each grid point is its 8 (or 4) weights as bytes packed into one uint64 (uint32), the first weight in the lowest
 byte, as llama.cpp's ggml-common.h writes iq2xxs_grid and the others; IQ1's -1 is the byte 0xff. Run it again only if

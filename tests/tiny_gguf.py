@@ -56,6 +56,15 @@ def _add(writer, name: str, w: torch.Tensor, type_id: int) -> None:
         writer.add_tensor(name, quantize(w, type_id).numpy(), raw_dtype=GGMLQuantizationType(type_id))
 
 
+def _add_value(writer, key: str, value) -> None:
+    """A metadata key of a str, bool, int (uint32) or float (float32) value."""
+    from gguf import GGUFValueType
+
+    kind = (GGUFValueType.STRING if isinstance(value, str) else GGUFValueType.BOOL if isinstance(value, bool) else
+            GGUFValueType.UINT32 if isinstance(value, int) else GGUFValueType.FLOAT32)
+    writer.add_key_value(key, value, kind)
+
+
 def _finish(writer, path: Path) -> Path:
     """The embedded model's tokenizer keys, then the file written and closed."""
     for key, value, vtype, sub in tokenizer_fields():
@@ -88,10 +97,12 @@ def llama3_factors(head_dim: int, theta: float, factor: float, low_freq_factor: 
 
 
 def write(path: Path, types: dict[str, int] | int, hidden: int = 256, layers: int = 2, seed: int = 0,
-          tied: bool = True, llama3: dict | None = None) -> Path:
+          tied: bool = True, llama3: dict | None = None, rope_scaling: dict | None = None) -> Path:
     """A GGUF file at `path` of the tiny model; `types`: one ggml type for every projection and the embedding, or
     one per kind in KINDS (and "output" when untied). Norms are F32, as llama.cpp keeps them. `llama3`: that rope
-    scaling's parameters (llama3_factors), written as llama.cpp's converter does, as rope_freqs.weight."""
+    scaling's parameters (llama3_factors), written as llama.cpp's converter does, as rope_freqs.weight.
+    `rope_scaling`: metadata keys {arch}.rope.<key> and their values (as llama.cpp's converter writes a linear or
+    YaRN scaling: {"scaling.type": "yarn", "scaling.factor": 4.0, ...})."""
     model, _ = tiny_model(seed=seed, layers=layers, hidden=hidden)
     rng = torch.Generator().manual_seed(seed)
     cfg = model.config
@@ -102,6 +113,8 @@ def write(path: Path, types: dict[str, int] | int, hidden: int = 256, layers: in
     writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     writer.add_rope_dimension_count(hidden // cfg.num_attention_heads)
     writer.add_vocab_size(cfg.vocab_size)
+    for key, value in (rope_scaling or {}).items():
+        _add_value(writer, f"llama.rope.{key}", value)
     if llama3:
         _add(writer, "rope_freqs.weight", llama3_factors(hidden // cfg.num_attention_heads, theta, **llama3), F32)
     _add(writer, "token_embd.weight", model.model.embed_tokens.weight, kinds["token_embd"])

@@ -12,7 +12,8 @@ and takes tens of seconds; llama.cpp maps the file and computes on its blocks. S
 - a projection in a format the kernels do not read (the ternary TQ1_0 and TQ2_0, MXFP4) is dequantized and rounded
   to Q8_0 at load (gguf-py's quantizer, bitwise llama.cpp's), and reported so (`weights_report`).
 - a file's rotary frequency factors (Llama 3's scaling, `rope_freqs.weight`) divide its rotary frequencies, as in
-  llama.cpp (rope_factors.py): transformers ignores them;
+  llama.cpp (rope_factors.py), and its linear or YaRN rope scaling keys set the config's (rope_scaling.py):
+  transformers ignores both;
 - files that store norms as 1 + w (Gemma 2 and 3) get them shifted by transformers' own processor, and an
   embedding that scales its rows (Gemma's, by sqrt(hidden)) becomes a GGUFEmbedding that scales them alike.
 Architectures whose tensors transformers transforms beyond that (fused experts, reshaped convolutions, ...) are
@@ -20,6 +21,7 @@ not handled here: `supported()` says no and the caller loads them through transf
 """
 import json
 import os
+import shutil
 import warnings
 from pathlib import Path
 
@@ -28,18 +30,20 @@ import torch
 from torch import nn
 
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
-from nsample.models import model_cache, rope_factors
+from nsample.models import model_cache, rope_factors, rope_scaling
 
 INDEX = "gguf_tensors.json"
+VERSION = "gguf2"  # of the metadata entries: gguf2 holds the rope scaling (rope_scaling.py)
 NAMES = "gguf_names.json"
 Q8_0 = 8
 
 
 def metadata(path: Path, cache: Path) -> Path:
     """A folder with the file's config, tokenizer and tensor index, made once per file (cached under `cache`)."""
-    target = cache / f"{path.stem}-{model_cache.key(path)}-gguf"
+    target = cache / f"{path.stem}-{model_cache.key(path)}-{VERSION}"
     if (target / INDEX).is_file():
         return target
+    shutil.rmtree(cache / f"{path.stem}-{model_cache.key(path)}-gguf", ignore_errors=True)  # before VERSION: no rope
     from transformers import AutoConfig, AutoTokenizer
 
     from nsample.models.gguf_reading import shared_reading
@@ -47,10 +51,14 @@ def metadata(path: Path, cache: Path) -> Path:
     with shared_reading() as read:  # one reader of the file for the index, the config and the tokenizer
         reader = read(path)
         arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+        rope = {k: f.contents() for k, f in reader.fields.items() if k.startswith(f"{arch}.rope.")}
+        context = reader.fields.get(f"{arch}.context_length")
         index = {"architecture": arch, "tensors": {
             t.name: {"type": int(t.tensor_type), "shape": [int(s) for s in t.data.shape],
-                     "offset": int(t.data_offset), "nbytes": int(t.n_bytes)} for t in reader.tensors}}
+                     "offset": int(t.data_offset), "nbytes": int(t.n_bytes)} for t in reader.tensors},
+                 "rope_scaling": rope_scaling.read(rope, arch, int(context.contents()) if context else 0)}
         config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+        rope_scaling.configure(config, index["rope_scaling"])
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
 
     def write(folder: Path) -> None:

@@ -143,9 +143,10 @@ def load_pretrained(model: str | None, device: torch.device, dtype: torch.dtype,
         m = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
     except OSError as e:
         raise ModelMissing(f"Could not load model '{model}': {e}") from e
-    if (gguf := gguf_path(model)) is not None:  # Llama 3's scaled rotary frequencies, which transformers ignores
-        from nsample.models import gguf_model, rope_factors
+    if (gguf := gguf_path(model)) is not None:  # its rope scaling, Llama 3's factors: transformers ignores both
+        from nsample.models import gguf_model, rope_factors, rope_scaling
 
         index = json.loads((gguf_model.metadata(gguf, cache_dir()) / gguf_model.INDEX).read_text())
+        rope_scaling.apply(m, index["rope_scaling"])
         rope_factors.apply(m, rope_factors.read(gguf, index))
     return m.to(device).eval(), tokenizer, name

@@ -1,0 +1,74 @@
+"""A GGUF file's rope scaling (linear, YaRN), which transformers' GGUF config reads for gpt-oss files alone.
+
+llama.cpp's converter writes a model's rope_scaling into the file's metadata: `{arch}.rope.scaling.type`, `.factor`,
+`.original_context_length`, and YaRN's `.yarn_beta_fast` / `.yarn_beta_slow` where the model sets them (older files:
+`{arch}.rope.scale_linear`). llama.cpp rotates by them: linear divides every position by the factor; YaRN keeps the
+high frequencies, divides the low ones by the factor with a ramp between, and scales cos and sin by
+1 + 0.1·ln(factor). Without them a model extended so (a "128K" Qwen 3 file, an old linear-scaled Llama) rotates every
+position past the first as its unscaled original, which is neither llama.cpp's model nor the hub model.
+
+Here the keys become transformers' rope parameters of the same meaning (`rope_type` linear or yarn; its YaRN is the
+same formulas as ggml's rope_yarn, tested against llama.cpp's own logits), set on the config before the model is
+built (`configure`; the file's blocks) or its rotary embeddings built again from it (`apply`; transformers' float32
+conversion). The fused decode takes cos and sin from that module, so it follows. A scaling transformers cannot
+express (LongRoPE, YaRN with its own extrapolation or attention factors, DeepSeek's log multiplier) is refused at
+load with what it is, never rotated another way.
+"""
+import math
+
+from torch import nn
+
+# YaRN keys and the values that mean what transformers computes (llama.cpp's defaults)
+YARN_DEFAULTS = {"yarn_ext_factor": 1.0, "yarn_attn_factor": 1.0, "attn_factor": 1.0, "yarn_log_multiplier": 0.0}
+
+
+def read(fields: dict, arch: str, context_length: int) -> dict | None:
+    """transformers' rope parameters (without rope_theta) for the GGUF metadata `fields` (name -> value) of an `arch`
+    file, or None where it is not scaled; ValueError for a scaling transformers cannot express."""
+    def get(key, default=None):
+        return fields.get(f"{arch}.rope.{key}", default)
+
+    kind = get("scaling.type", "none")
+    factor = get("scaling.factor", get("scale_linear"))
+    if kind == "none" and get("scale_linear") is not None:
+        kind = "linear"
+    if kind == "none" or factor is None or math.isclose(factor, 1.0):
+        return None
+    if kind == "linear":
+        return {"rope_type": "linear", "factor": float(factor)}
+    if kind != "yarn":
+        raise ValueError(f"this GGUF file's rope scaling ({arch}.rope.scaling.type = {kind!r}) is not supported: "
+                         f"nsample rotates linear and YaRN scaling as llama.cpp does")
+    odd = {k: get(f"scaling.{k}") for k, want in YARN_DEFAULTS.items()
+           if get(f"scaling.{k}") is not None and not math.isclose(get(f"scaling.{k}"), want)}
+    if get("scaling.alpha") is not None:
+        odd["alpha"] = get("scaling.alpha")
+    if odd:
+        raise ValueError(f"this GGUF file's YaRN rope scaling sets {odd}, which nsample cannot rotate as llama.cpp "
+                         f"does (it rotates YaRN with the defaults {YARN_DEFAULTS})")
+    params = {"rope_type": "yarn", "factor": float(factor),
+              "original_max_position_embeddings": int(get("scaling.original_context_length", context_length))}
+    for key in ("beta_fast", "beta_slow"):
+        if get(f"scaling.yarn_{key}") is not None:
+            params[key] = float(get(f"scaling.yarn_{key}"))
+    return params
+
+
+def configure(config, params: dict | None) -> None:
+    """Set the rope parameters `params` (read's) on a transformers `config`, keeping its rope_theta."""
+    if params is None:
+        return
+    theta = config.rope_parameters["rope_theta"]
+    config.rope_parameters = {**params, "rope_theta": theta}
+
+
+def apply(model: nn.Module, params: dict | None) -> None:
+    """The same on a model already built: its config, then each rotary embedding made again from it."""
+    if params is None:
+        return
+    configure(model.config, params)
+    for name, module in list(model.named_modules()):
+        if name.endswith("rotary_emb") and hasattr(module, "inv_freq"):
+            parent_name, _, child = name.rpartition(".")
+            fresh = type(module)(config=module.config).to(module.inv_freq.device)
+            setattr(model.get_submodule(parent_name) if parent_name else model, child, fresh)

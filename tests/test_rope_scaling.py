@@ -1,0 +1,116 @@
+"""A GGUF's linear or YaRN rope scaling keys (nsample/models/rope_scaling.py), which transformers' GGUF config ignores,
+rotate the model on both load paths as llama.cpp rotates it: the rotary tables and logits are transformers' own model
+with those rope parameters, the logits llama.cpp's own (llama-cpp-python on the same file) to its float32 noise, and
+what cannot be rotated so is refused."""
+import llama_cpp
+import numpy as np
+import pytest
+import tiny_gguf
+import torch
+from ggml_quantizer import F32
+from gguf_fixtures import TYPES, engine_pair, needs_gguf
+from transformers import AutoConfig, AutoModelForCausalLM
+
+import nsample
+
+pytestmark = needs_gguf
+SCALINGS = {  # the file's keys ({arch}.rope.<key>) and the rope parameters they mean
+    "linear": ({"scaling.type": "linear", "scaling.factor": 4.0}, {"rope_type": "linear", "factor": 4.0}),
+    "yarn": ({"scaling.type": "yarn", "scaling.factor": 4.0, "scaling.original_context_length": 64},
+             {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}),
+    "old linear": ({"scale_linear": 2.0}, {"rope_type": "linear", "factor": 2.0}),
+}
+IDS = torch.arange(1, 1 + 200).mul(151).remainder(49000)[None]  # 200 positions, past YaRN's original 64
+
+
+def scaled_file(root, kind: str, types=TYPES["mix"]):
+    return tiny_gguf.write(root / f"tiny-{kind.replace(' ', '-')}.gguf", types, rope_scaling=SCALINGS[kind][0])
+
+
+def transformers_models(path, params: dict):
+    """(transformers' float32 model of the file, which ignores the scaling; the same weights in transformers' own
+    model with the rope parameters `params`)."""
+    plain = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    config.rope_parameters = {**params, "rope_theta": plain.config.rope_parameters["rope_theta"]}
+    scaled = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    scaled.load_state_dict(plain.state_dict())
+    return plain, scaled
+
+
+@pytest.mark.parametrize("quantize", ["gguf", "none"])  # the file's blocks; transformers' float32 conversion
+@pytest.mark.parametrize("kind", list(SCALINGS))
+@torch.inference_mode()
+def test_the_rotary_tables_and_logits_are_transformers_scaled_ones(tmp_path, kind, quantize):
+    path = scaled_file(tmp_path, kind)
+    plain, scaled = transformers_models(path, SCALINGS[kind][1])
+    engine = nsample.load(str(path), quantize=quantize)
+    try:
+        assert engine.quantize == quantize
+        rotary, want = engine.model.model.rotary_emb, scaled.model.rotary_emb
+        assert not torch.equal(want.inv_freq, plain.model.rotary_emb.inv_freq)  # the scaling changes frequencies
+        assert torch.equal(rotary.inv_freq, want.inv_freq) and rotary.attention_scaling == want.attention_scaling
+        assert engine.model.config.rope_parameters["rope_type"] == SCALINGS[kind][1]["rope_type"]
+        logits = engine.model(IDS).logits
+        assert (logits - plain(IDS).logits).abs().max() > 1e-2  # unscaled: another model
+        assert (logits - scaled(IDS).logits).abs().max() < 1e-4
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("kind", ["linear", "yarn"])
+@torch.inference_mode()
+def test_the_logits_are_llama_cpps_on_the_same_file(tmp_path, kind):
+    """llama.cpp (float32 weights and KV cache) rotates by the same keys: nsample's logits are its own to the
+    float32 noise both engines show on an unscaled file, where unscaled logits are tens away."""
+    path = scaled_file(tmp_path, kind, F32)
+    llm = llama_cpp.Llama(str(path), n_ctx=256, logits_all=True, n_threads=2, verbose=False, type_k=0, type_v=0)
+    try:
+        llm.eval(IDS[0].tolist())
+        want = torch.from_numpy(np.array(llm.scores[:IDS.shape[1]], dtype=np.float32))
+    finally:
+        llm.close()
+    engine = nsample.load(str(path))
+    try:
+        assert engine.quantize == "gguf"
+        got = engine.model(IDS).logits[0]
+    finally:
+        engine.close()
+    plain, _ = transformers_models(path, SCALINGS[kind][1])
+    assert (plain(IDS).logits[0] - want).abs().max() > 10  # the unscaled model is far away
+    assert (got - want).abs().max() < 2e-2 * want.abs().max() / 40  # some 2e-2 of logits near 40: the float32 noise
+
+
+@pytest.mark.parametrize("keys, says", [
+    ({"scaling.type": "longrope", "scaling.factor": 4.0}, "'longrope'.* is not supported"),
+    ({"scaling.type": "yarn", "scaling.factor": 4.0, "scaling.yarn_log_multiplier": 0.1}, "yarn_log_multiplier"),
+    ({"scaling.type": "yarn", "scaling.factor": 4.0, "scaling.attn_factor": 0.5}, "attn_factor"),
+])
+def test_a_scaling_that_cannot_be_rotated_as_llama_cpp_does_is_refused(tmp_path, keys, says):
+    path = tiny_gguf.write(tmp_path / "tiny-odd.gguf", TYPES["mix"], rope_scaling=keys)
+    for quantize in ("gguf", "none"):
+        with pytest.raises(ValueError, match=says):
+            nsample.load(str(path), quantize=quantize)
+
+
+def test_an_unscaled_file_and_a_factor_of_one_keep_the_plain_frequencies(tmp_path):
+    for name, keys in [("plain", None), ("yarn-1", {"scaling.type": "yarn", "scaling.factor": 1.0})]:
+        path = tiny_gguf.write(tmp_path / f"tiny-{name}.gguf", TYPES["mix"], rope_scaling=keys)
+        plain = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        engine = nsample.load(str(path))
+        try:
+            assert torch.equal(engine.model.model.rotary_emb.inv_freq, plain.model.rotary_emb.inv_freq)
+            assert engine.model.config.rope_parameters["rope_type"] == "default"
+        finally:
+            engine.close()
+
+
+def test_greedy_choices_on_the_blocks_are_those_of_the_float32_conversion(tmp_path):
+    """The fused decode (its cos and sin from the rebuilt rotary embedding, YaRN's attention factor in them) and
+    transformers' modules on the float32 conversion choose alike past the original context."""
+    path = scaled_file(tmp_path, "yarn")
+    prompt = " ".join(["The sea is wide and the ships are slow."] * 8)  # some 80 tokens: past the original 64
+    with engine_pair(path) as (fast, ref):
+        a, b = (e.generate(prompt, n=2, temperature=0, max_tokens=16, ignore_eos=True) for e in (fast, ref))
+        assert fast.quantize == "gguf" and a.usage.prompt_tokens > 64
+        assert a.choices[0].token_ids == a.choices[1].token_ids == b.choices[0].token_ids
