@@ -10,7 +10,7 @@ import tiny_gguf
 import torch
 from gguf_fixtures import TYPES, engine_pair, tiny_gguf_file
 from seed_contract import assert_choices_replay_alone
-from transformers import AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM
 
 import nsample
 from nsample.cpu import kernels, weights_report
@@ -87,3 +87,24 @@ def test_an_embedding_the_kernels_do_not_read_stays_float32_and_scaled(tmp_path)
         assert len(engine.generate("Hi", n=2, max_tokens=4, ignore_eos=True).choices[1].token_ids) == 4
     finally:
         engine.close()
+
+
+@torch.inference_mode()
+def test_a_qwen3_file_of_another_head_size_loads_with_its_own(tmp_path):
+    """transformers' GGUF config reads no head size for Qwen 3 and assumes 128 (its own load of this file fails on
+    the shapes); nsample reads the file's (attention.key_length, 64 here) on both load paths."""
+    path = tiny_gguf.write_arch(tmp_path / "tiny-qwen3-64.gguf", "qwen3", Q4_K_M, head_dim=64)
+    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    assert config.head_dim == 128
+    config.head_dim = 64
+    ref = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, config=config,
+                                               dtype=torch.float32).eval()
+    ids = torch.tensor([[1, 50, 700, 3000, 12, 9, 44, 1000, 2, 77, 5000, 300]])
+    for quantize in ("gguf", "none"):
+        engine = nsample.load(str(path), quantize=quantize)
+        try:
+            assert engine.quantize == quantize and engine.model.config.head_dim == 64
+            assert (engine.model(ids).logits - ref(ids).logits).abs().max() < 1e-4
+            assert len(engine.generate("Hi", n=2, max_tokens=4, ignore_eos=True).choices[1].token_ids) == 4
+        finally:
+            engine.close()

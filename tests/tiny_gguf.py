@@ -140,14 +140,16 @@ ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyon
 }
 
 
-def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, seed: int = 0) -> Path:
-    """A tiny random model of `arch` (ARCHS; hidden 256, head dim 64 unless ARCHS says) as llama.cpp's converter
-    writes it: each tensor named by gguf-py's map, norms F32 (Gemma's stored as 1 + w, as its converter does them),
-    the others in `types`' format for their kind (KINDS; F32 where not given); the embedded model's tokenizer."""
+def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, seed: int = 0,
+               head_dim: int | None = None) -> Path:
+    """A tiny random model of `arch` (ARCHS; hidden 256, head dim 64 unless ARCHS or `head_dim` says) as llama.cpp's
+    converter writes it: each tensor named by gguf-py's map, norms F32 (Gemma's stored as 1 + w, as its converter does
+    them), the others in `types`' format for their kind (KINDS; F32 where not given); the embedded model's tokenizer."""
     import gguf
     from transformers import AutoConfig, AutoModelForCausalLM
 
     model_type, extra = ARCHS[arch]
+    extra = extra | ({} if head_dim is None else {"head_dim": head_dim})
     shape = dict(vocab_size=49152, hidden_size=256, intermediate_size=512, num_hidden_layers=layers,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=2048,
                  rms_norm_eps=1e-6) | extra

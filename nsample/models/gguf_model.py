@@ -3,7 +3,8 @@
 transformers' own GGUF loading dequantizes every tensor to float32 (4 bytes a weight, 4.4 GB for a 1.1B model)
 and takes tens of seconds; llama.cpp maps the file and computes on its blocks. So do we:
 - the file's metadata becomes a transformers config and tokenizer once (transformers' GGUF parsing, some
-  seconds), cached with an index of its tensors (name, ggml type, shape, offset) in the model cache;
+  seconds, with what it misses: the rope scaling, a Qwen 3 file's head size), cached with an index of its tensors
+  (name, ggml type, shape, offset) in the model cache;
 - the model is built on the meta device, so no weight is allocated, and each projection becomes a GGUFLinear on a
   view of the mapped file (gguf_linear.py), the embedding a GGUFEmbedding, a tied LM head the embedding's blocks;
 - norms and biases, a few kilobytes a layer, are dequantized to float32 (gguf-py's `dequantize`, as transformers);
@@ -33,7 +34,7 @@ from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
 from nsample.models import model_cache, rope_factors, rope_scaling
 
 INDEX = "gguf_tensors.json"
-VERSION = "gguf2"  # of the metadata entries: gguf2 holds the rope scaling (rope_scaling.py)
+VERSION = "gguf2"  # of the metadata entries: gguf2 holds the rope scaling (rope_scaling.py) and head size
 NAMES = "gguf_names.json"
 Q8_0 = 8
 
@@ -59,6 +60,7 @@ def metadata(path: Path, cache: Path) -> Path:
                  "rope_scaling": rope_scaling.read(rope, arch, int(context.contents()) if context else 0)}
         config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
         rope_scaling.configure(config, index["rope_scaling"])
+        _read_head_dim(config, reader, arch)
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
 
     def write(folder: Path) -> None:
@@ -67,6 +69,16 @@ def metadata(path: Path, cache: Path) -> Path:
         (folder / INDEX).write_text(json.dumps(index))
 
     return model_cache.make(target, path, INDEX, write)
+
+
+def _read_head_dim(config, reader, arch: str) -> None:
+    """The head size a file stores (attention.key_length) where transformers' GGUF config reads none for its
+    architecture (Qwen 3: it assumes 128, true of every released Qwen 3 but not of every file)."""
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+
+    field, read = reader.fields.get(f"{arch}.attention.key_length"), GGUF_CONFIG_MAPPING.get(arch, {}).values()
+    if field is not None and hasattr(config, "head_dim") and "head_dim" not in read:
+        config.head_dim = int(field.contents())
 
 
 def _processor_class(arch: str):

@@ -38,14 +38,18 @@ def converted_gguf(gguf: Path) -> Path:
     target = _converted_folder(gguf)
     if (target / "config.json").is_file():
         return target
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from nsample.models import gguf_model
     from nsample.models.gguf_reading import shared_reading
 
-    with shared_reading():  # one reader of the file for transformers' config, tokenizer and weights
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    with shared_reading():  # one reader of the file for the metadata, transformers' tokenizer and weights
+        config = AutoConfig.from_pretrained(gguf_model.metadata(gguf, cache_dir()))  # with what transformers misses
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, config=config,
+                                                     dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    del model.config.quantization_config  # weights are dequantized: save them as plain tensors
+    if hasattr(model.config, "quantization_config"):  # weights are dequantized: save them as plain tensors
+        del model.config.quantization_config
     model.hf_quantizer = None
 
     def write(folder: Path) -> None:
