@@ -115,3 +115,31 @@ def test_greedy_choices_on_the_blocks_are_those_of_the_float32_conversion(tmp_pa
         a, b = (e.generate(prompt, n=2, temperature=0, max_tokens=16, ignore_eos=True) for e in (fast, ref))
         assert fast.quantize == "gguf" and a.usage.prompt_tokens > 64
         assert a.choices[0].token_ids == a.choices[1].token_ids == b.choices[0].token_ids
+
+
+@pytest.mark.parametrize("quantize", ["gguf", "none"])
+@torch.inference_mode()
+def test_gemma3s_linear_scaling_applies_to_its_full_attention_layers_alone(tmp_path, quantize):
+    """Gemma 3 files (4B and up) carry linear scaling 8; llama.cpp scales the full-attention layers' rotation only,
+    and so does transformers' Gemma 3 with the hub model's rope_scaling (its rope parameters per layer type)."""
+    path = tiny_gguf.write_arch(tmp_path / "tiny-gemma3-linear.gguf", "gemma3", TYPES["mix"], layers=6,
+                                rope_scaling={"scaling.type": "linear", "scaling.factor": 8.0})  # layer 6: full
+    plain = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    full = config.rope_parameters["full_attention"]
+    config.rope_parameters = {**config.rope_parameters, "full_attention": {**full, "rope_type": "linear",
+                                                                           "factor": 8.0}}
+    scaled = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    scaled.load_state_dict(plain.state_dict())
+    engine = nsample.load(str(path), quantize=quantize)
+    try:
+        rotary, want, before = engine.model.model.rotary_emb, scaled.model.rotary_emb, plain.model.rotary_emb
+        assert torch.equal(rotary.full_attention_inv_freq, before.full_attention_inv_freq / 8)
+        assert torch.equal(rotary.sliding_attention_inv_freq, before.sliding_attention_inv_freq)
+        assert torch.equal(rotary.full_attention_inv_freq, want.full_attention_inv_freq)
+        ids = IDS[:, :80]
+        logits = engine.model(ids).logits
+        assert (logits - plain(ids).logits).abs().max() > 1e-2
+        assert (logits - scaled(ids).logits).abs().max() < 1e-4
+    finally:
+        engine.close()

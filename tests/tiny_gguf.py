@@ -141,10 +141,11 @@ ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyon
 
 
 def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, seed: int = 0,
-               head_dim: int | None = None) -> Path:
+               head_dim: int | None = None, rope_scaling: dict | None = None) -> Path:
     """A tiny random model of `arch` (ARCHS; hidden 256, head dim 64 unless ARCHS or `head_dim` says) as llama.cpp's
     converter writes it: each tensor named by gguf-py's map, norms F32 (Gemma's stored as 1 + w, as its converter does
-    them), the others in `types`' format for their kind (KINDS; F32 where not given); the embedded model's tokenizer."""
+    them), the others in `types`' format for their kind (KINDS; F32 where not given); the embedded model's tokenizer.
+    `rope_scaling`: {arch}.rope.<key> metadata, as write's."""
     import gguf
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -160,6 +161,8 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
     writer.add_key_length(shape["head_dim"])
     writer.add_value_length(shape["head_dim"])
     writer.add_layer_norm_rms_eps(shape["rms_norm_eps"])
+    for key, value in (rope_scaling or {}).items():
+        _add_value(writer, f"{arch}.rope.{key}", value)
     for key, value in extra.items():
         if key == "sliding_window":
             writer.add_sliding_window(value)

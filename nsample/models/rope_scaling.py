@@ -4,8 +4,9 @@ llama.cpp's converter writes a model's rope_scaling into the file's metadata: `{
 `.original_context_length`, and YaRN's `.yarn_beta_fast` / `.yarn_beta_slow` where the model sets them (older files:
 `{arch}.rope.scale_linear`). llama.cpp rotates by them: linear divides every position by the factor; YaRN keeps the
 high frequencies, divides the low ones by the factor with a ramp between, and scales cos and sin by
-1 + 0.1·ln(factor). Without them a model extended so (a "128K" Qwen 3 file, an old linear-scaled Llama) rotates every
-position past the first as its unscaled original, which is neither llama.cpp's model nor the hub model.
+1 + 0.1·ln(factor). Without them a model extended so (a "128K" Qwen 3 file, Gemma 3 from 4B up with its linear 8 on
+the full-attention layers, an old linear-scaled Llama) rotates every position past the first as its unscaled original,
+which is neither llama.cpp's model nor the hub model.
 
 Here the keys become transformers' rope parameters of the same meaning (`rope_type` linear or yarn; its YaRN is the
 same formulas as ggml's rope_yarn, tested against llama.cpp's own logits), set on the config before the model is
@@ -55,11 +56,18 @@ def read(fields: dict, arch: str, context_length: int) -> dict | None:
 
 
 def configure(config, params: dict | None) -> None:
-    """Set the rope parameters `params` (read's) on a transformers `config`, keeping its rope_theta."""
+    """Set the rope parameters `params` (read's) on a transformers `config`, keeping its rope_theta. A config with
+    parameters per layer type (Gemma 3: sliding and full attention) takes them for its full-attention layers, as
+    llama.cpp scales only those (its sliding layers rotate unscaled, on their own base)."""
     if params is None:
         return
-    theta = config.rope_parameters["rope_theta"]
-    config.rope_parameters = {**params, "rope_theta": theta}
+    rope = dict(config.rope_parameters)
+    if "rope_theta" in rope:
+        config.rope_parameters = {**params, "rope_theta": rope["rope_theta"]}
+    elif isinstance(full := rope.get("full_attention"), dict):
+        config.rope_parameters = {**rope, "full_attention": {**params, "rope_theta": full["rope_theta"]}}
+    else:
+        raise ValueError(f"this GGUF file's rope scaling {params} has no place in its config's rope parameters {rope}")
 
 
 def apply(model: nn.Module, params: dict | None) -> None:
@@ -68,7 +76,10 @@ def apply(model: nn.Module, params: dict | None) -> None:
         return
     configure(model.config, params)
     for name, module in list(model.named_modules()):
-        if name.endswith("rotary_emb") and hasattr(module, "inv_freq"):
+        if name.endswith("rotary_emb") and hasattr(module, "config"):
+            if module.config is not model.config:
+                configure(module.config, params)
             parent_name, _, child = name.rpartition(".")
-            fresh = type(module)(config=module.config).to(module.inv_freq.device)
+            device = next(iter(module.buffers())).device
+            fresh = type(module)(config=module.config).to(device)
             setattr(model.get_submodule(parent_name) if parent_name else model, child, fresh)

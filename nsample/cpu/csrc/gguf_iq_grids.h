@@ -11,6 +11,10 @@
 #include "gguf_iq_grid_tables.h"
 #include "gguf_kquants.h"
 
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+#define NSAMPLE_IQ_GATHER 1  // x86: gathers and a vector sign pass (below); elsewhere scalar code
+#endif
+
 namespace gguf {
 namespace iq {
 
@@ -41,7 +45,7 @@ inline uint16_t u16(const uint8_t* p) {
 // IQ2's and IQ3_XXS's factor of a 4-bit scale s: d·(0.5 + s)·k, in gguf-py's order.
 inline float half_step(float d, uint32_t s, float k) { return d * (0.5f + static_cast<float>(s)) * k; }
 
-#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+#if defined(NSAMPLE_IQ_GATHER)
 // On x86 a chunk of 32 weights' grid points are one gather (eight 4-weight points, or four 8-weight ones: 256-bit
 // gathers on AVX-512 too), their signs one vector pass: 3-6x less time a block than a load and a table's sign mask
 // per group (the scalar code below, still what other CPUs run). The same bytes.
@@ -96,10 +100,6 @@ inline uint64_t pair(const uint32_t* grid, int a, int b) { return grid[a] | stat
 #endif
 
 }  // namespace iq
-
-#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
-#define NSAMPLE_IQ_GATHER 1
-#endif
 
 // IQ2_XXS {half d; uint16 qs[32]}: each 32 weights two uint32, the first four grid indices (bytes), the second four
 // 7-bit sign indices and the 4-bit scale on top; factor d·(0.5 + scale)/4.
