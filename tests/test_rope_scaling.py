@@ -143,3 +143,20 @@ def test_gemma3s_linear_scaling_applies_to_its_full_attention_layers_alone(tmp_p
         assert (logits - scaled(ids).logits).abs().max() < 1e-4
     finally:
         engine.close()
+
+
+def test_a_scaling_transformers_read_itself_is_kept():
+    """transformers' GGUF config reads gpt-oss's YaRN itself (with truncate=False, which the file's keys do not
+    say): its parameters stay as transformers made them."""
+    from transformers import LlamaConfig
+
+    from nsample.models import rope_scaling
+
+    own = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096, "truncate": False,
+           "rope_theta": 150000.0}
+    config = LlamaConfig(rope_parameters=dict(own))
+    rope_scaling.configure(config, {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096})
+    assert config.rope_parameters == own
+    plain = LlamaConfig(rope_parameters={"rope_type": "default", "rope_theta": 150000.0})
+    rope_scaling.configure(plain, {"rope_type": "linear", "factor": 2.0})
+    assert plain.rope_parameters == {"rope_type": "linear", "factor": 2.0, "rope_theta": 150000.0}

@@ -58,13 +58,15 @@ def read(fields: dict, arch: str, context_length: int) -> dict | None:
 def configure(config, params: dict | None) -> None:
     """Set the rope parameters `params` (read's) on a transformers `config`, keeping its rope_theta. A config with
     parameters per layer type (Gemma 3: sliding and full attention) takes them for its full-attention layers, as
-    llama.cpp scales only those (its sliding layers rotate unscaled, on their own base)."""
-    if params is None:
-        return
+    llama.cpp scales only those (its sliding layers rotate unscaled, on their own base). A config transformers
+    already scaled (its GGUF config reads gpt-oss's keys) keeps its own."""
     rope = dict(config.rope_parameters)
+    full = rope.get("full_attention") if "rope_theta" not in rope else None
+    if params is None or (full or rope).get("rope_type", "default") != "default":
+        return  # not scaled, or transformers read the scaling itself (gpt-oss files)
     if "rope_theta" in rope:
         config.rope_parameters = {**params, "rope_theta": rope["rope_theta"]}
-    elif isinstance(full := rope.get("full_attention"), dict):
+    elif isinstance(full, dict):
         config.rope_parameters = {**rope, "full_attention": {**params, "rope_theta": full["rope_theta"]}}
     else:
         raise ValueError(f"this GGUF file's rope scaling {params} has no place in its config's rope parameters {rope}")
