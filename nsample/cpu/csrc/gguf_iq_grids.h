@@ -71,7 +71,8 @@ inline void put_iq1(int8_t* q, __m256i g, __m256i delta) {
 }
 // Four small indices from a byte each (qs) with bits of `high` above: lane l's (high >> shift_l) & mask, << 8.
 inline __m128i indices4(const uint8_t* qs, uint32_t high, __m128i shifts, int mask) {
-  const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(high)), shifts), _mm_set1_epi32(mask));
+  const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(high)), shifts),
+                                    _mm_set1_epi32(mask));
   return _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(u32(qs)))), _mm_slli_epi32(top, 8));
 }
 #else

@@ -113,12 +113,12 @@ struct Q8_0 {  // d·q, q signed
 // widened to int16 once (`scales`, both 128-bit halves alike) and each chunk's picked out of them by one byte shuffle,
 // as llama.cpp's AVX2 kernels do, instead of a broadcast from memory per chunk. Q4_K's and Q5_K's minimums give the
 // term -Σ_j (dmin·m_j)·Σx_j (`mins`, eight floats); Q6_K's offset the integer term -32·Σ_k s_k·Σq_k (`low`, its
-// sixteen scales against the Σq per 16), so its bytes stay unsigned as well.
+// sixteen scales against the Σq per 16), so its bytes stay unsigned as well; Q3_K's alike, -4·Σ_k s_k·Σq_k.
 struct KBlock {
   float d;
-  __m256i scales[2];  // int16: Q4_K, Q5_K sub-block scales 0..7 in [0]; Q6_K's sixteen, 0..7 in [0], 8..15 in [1]
+  __m256i scales[2];  // int16: Q4_K, Q5_K sub-block scales 0..7 in [0]; Q6_K's, Q3_K's sixteen: 0..7, 8..15
   __m256 mins;        // Q4_K, Q5_K: dmin·m_j for the eight 32s
-  __m256i low;        // Q6_K: the sixteen scales as int16
+  __m256i low;        // Q6_K, Q3_K: the sixteen scales as int16
 };
 // The shuffle that spreads int16 lane `lo` of each half over the low half and lane `hi` over the high one.
 inline __m256i lanes(int lo, int hi) {
@@ -194,6 +194,32 @@ struct Q6_K {  // d·scales[w / 16]·(q - 32), q's low four bits from ql and top
 #endif
 };
 
+struct Q3_K {  // d·(scale - 32)·(q - 4) (gguf_kquants.h), q's low two bits from qs and its third from hmask; the bytes
+               // here are q itself (0..7), the -4 is OFFSET, the scales (less 32) signed as Q6_K's
+  static constexpr bool K = true, MIN = false;
+  static constexpr int OFFSET = 4;
+  static KBlock block(const uint8_t* b) {
+    const __m128i s = gguf::q3_scales(b + 96);
+    return {gguf::half(b + 108),
+            {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s)),
+             _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)))},
+            _mm256_setzero_ps(), _mm256_cvtepi8_epi16(s)};
+  }
+  static __m256i weights(const uint8_t* b, int j) {  // chunk j = 4h + t: bits 2t of qs[32h + i], bit 4h + t of hmask[i]
+    const int h = j / 4, t = j % 4;
+    return _mm256_or_si256(bits(load(b + 32 + 32 * h), 2 * t, 2, 0), bits(load(b), j, 1, 2));
+  }
+  static __m256i scale(const KBlock& k, int j) { return Q6_K::scale(k, j); }
+#if defined(__AVX512BW__)
+  static __m512i weights2(const uint8_t* b, int j) {  // j even: chunks j, j + 1 (t, t + 1 of half j / 4)
+    const int h = j / 4, t = j % 4;
+    return _mm512_or_si512(bits2(pair(load(b + 32 + 32 * h)), 2 * t, 2 * t + 2, 2, 0),
+                           bits2(pair(load(b)), j, j + 1, 1, 2));
+  }
+  static __m512i scale2(const __m512i* s, int j) { return Q6_K::scale2(s, j); }
+#endif
+};
+
 // Calls fn(Format{}, gguf's Format{}) for a quantized ggml type id; returns false for any other (F32, F16, BF16).
 // A K-quant's Format has `block`, `weights` and `scale`; the others `chunk`.
 template <class Fn>
@@ -204,6 +230,7 @@ bool with_format(int64_t type, Fn&& fn) {
     case gguf::Q5_0::TYPE: fn(Q5_0{}, gguf::Q5_0{}); return true;
     case gguf::Q5_1::TYPE: fn(Q5_1{}, gguf::Q5_1{}); return true;
     case gguf::Q8_0::TYPE: fn(Q8_0{}, gguf::Q8_0{}); return true;
+    case gguf::Q3_K::TYPE: fn(Q3_K{}, gguf::Q3_K{}); return true;
     case gguf::Q4_K::TYPE: fn(Q4_K{}, gguf::Q4_K{}); return true;
     case gguf::Q5_K::TYPE: fn(Q5_K{}, gguf::Q5_K{}); return true;
     case gguf::Q6_K::TYPE: fn(Q6_K{}, gguf::Q6_K{}); return true;

@@ -13,6 +13,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -164,9 +165,9 @@ void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, 
     const __m256 d = _mm256_set1_ps(k.d);
     for (int r = 0; r < R; ++r) {
       const int64_t at = (r0 + r) * nb + b;  // the row's block
-      if (Q::OFFSET) {  // 32·Σ_k s_k·Σq_k, pairwise in 8 lanes
+      if constexpr (Q::OFFSET != 0) {  // OFFSET·Σ_k s_k·Σq_k (a power of two), pairwise in 8 lanes
         const __m256i low = _mm256_madd_epi16(q8::load(reinterpret_cast<const uint8_t*>(x.qsum + 16 * at)), k.low);
-        sum[r] = _mm256_sub_epi32(sum[r], _mm256_slli_epi32(low, 5));
+        sum[r] = _mm256_sub_epi32(sum[r], _mm256_slli_epi32(low, std::countr_zero(static_cast<unsigned>(Q::OFFSET))));
       }
       acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sum[r]), d), _mm256_broadcast_ss(x.d + at), acc[r]);
       if (Q::MIN) acc[r] = _mm256_fnmadd_ps(k.mins, _mm256_loadu_ps(x.sum + 8 * at), acc[r]);
