@@ -13,7 +13,8 @@ from nsample.cpu import kernels
 
 pytestmark = pytest.mark.skipif(not ggml_quantizer.available(), reason="llama.cpp's quantizer (llama-cpp-python) "
                                 "is not installed")
-QUANTIZED = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q3_K": 11, "Q4_K": 12, "Q5_K": 13, "Q6_K": 14}
+QUANTIZED = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q2_K": 10, "Q3_K": 11, "Q4_K": 12, "Q5_K": 13,
+             "Q6_K": 14}
 N = 10  # not a multiple of the kernel's groups of 4 columns
 
 
@@ -104,7 +105,7 @@ def test_other_activations_stay_within_the_roundings_bound(ops, tensor):
     x = torch.randn(5, K) * torch.linspace(0.1, 3, K)
     y = ops.gguf_decode_q8_linear(x, blocks, type_id, None)
     d = ops.q8_quantize(x, ops.q8_block(type_id))[1]
-    per = 256 if type_id >= 11 else 32  # the K-quants
+    per = 256 if type_id >= 10 else 32  # the K-quants
     w = weights.abs().double()
     top = w.view(N, -1, per).amax(dim=2).repeat_interleave(per, dim=1)
     half = d.double().repeat_interleave(ops.q8_block(type_id), dim=1) / 2

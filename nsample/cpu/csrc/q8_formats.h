@@ -117,8 +117,8 @@ struct Q8_0 {  // d·q, q signed
 struct KBlock {
   float d;
   __m256i scales[2];  // int16: Q4_K, Q5_K sub-block scales 0..7 in [0]; Q6_K's, Q3_K's sixteen: 0..7, 8..15
-  __m256 mins;        // Q4_K, Q5_K: dmin·m_j for the eight 32s
-  __m256i low;        // Q6_K, Q3_K: the sixteen scales as int16
+  __m256 mins;        // Q4_K, Q5_K: dmin·m_j for the eight 32s; Q2_K: dmin
+  __m256i low;        // Q6_K, Q3_K: the sixteen scales as int16; Q2_K: its sixteen minimums
 };
 // The shuffle that spreads int16 lane `lo` of each half over the low half and lane `hi` over the high one.
 inline __m256i lanes(int lo, int hi) {
@@ -220,6 +220,39 @@ struct Q3_K {  // d·(scale - 32)·(q - 4) (gguf_kquants.h), q's low two bits fr
 #endif
 };
 
+struct Q2_K {  // d·scale_k·q - dmin·minimum_k (gguf_kquants.h), q two bits of qs; the minimums' term is an integer
+               // Σ_k minimum_k·Σq_k per block (MIN16, against each 16's Σq), times dmin (in `mins`) and the row's d
+  static constexpr bool K = true, MIN = false, MIN16 = true;
+  static constexpr int OFFSET = 0;
+  static KBlock block(const uint8_t* b) {
+    const __m128i both = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));  // scale low nibble, minimum high
+    const __m128i scales = _mm_and_si128(both, _mm_set1_epi8(0x0F));
+    const __m128i mins = _mm_and_si128(_mm_srli_epi16(both, 4), _mm_set1_epi8(0x0F));
+    return {gguf::half(b + 80), {widen8(scales), widen8(_mm_srli_si128(scales, 8))},
+            _mm256_set1_ps(gguf::half(b + 82)), _mm256_cvtepu8_epi16(mins)};
+  }
+  static __m256i weights(const uint8_t* b, int j) {  // chunk j = 4h + t: bits 2t of qs[32h + i]
+    return bits(load(b + 16 + 32 * (j / 4)), 2 * (j % 4), 2, 0);
+  }
+  static __m256i scale(const KBlock& k, int j) { return Q6_K::scale(k, j); }
+#if defined(__AVX512BW__)
+  static __m512i weights2(const uint8_t* b, int j) {  // j even: chunks j, j + 1
+    const int t = j % 4;
+    return bits2(pair(load(b + 16 + 32 * (j / 4))), 2 * t, 2 * t + 2, 2, 0);
+  }
+  static __m512i scale2(const __m512i* s, int j) { return Q6_K::scale2(s, j); }
+#endif
+};
+// Whether a format's minimums go per 16 weights against Σq (Q2_K's), not per 32 against Σx.
+template <class Q>
+constexpr bool min16() {
+  if constexpr (requires { Q::MIN16; }) {
+    return Q::MIN16;
+  } else {
+    return false;
+  }
+}
+
 // Calls fn(Format{}, gguf's Format{}) for a quantized ggml type id; returns false for any other (F32, F16, BF16).
 // A K-quant's Format has `block`, `weights` and `scale`; the others `chunk`.
 template <class Fn>
@@ -230,6 +263,7 @@ bool with_format(int64_t type, Fn&& fn) {
     case gguf::Q5_0::TYPE: fn(Q5_0{}, gguf::Q5_0{}); return true;
     case gguf::Q5_1::TYPE: fn(Q5_1{}, gguf::Q5_1{}); return true;
     case gguf::Q8_0::TYPE: fn(Q8_0{}, gguf::Q8_0{}); return true;
+    case gguf::Q2_K::TYPE: fn(Q2_K{}, gguf::Q2_K{}); return true;
     case gguf::Q3_K::TYPE: fn(Q3_K{}, gguf::Q3_K{}); return true;
     case gguf::Q4_K::TYPE: fn(Q4_K{}, gguf::Q4_K{}); return true;
     case gguf::Q5_K::TYPE: fn(Q5_K{}, gguf::Q5_K{}); return true;

@@ -171,6 +171,10 @@ void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, 
       }
       acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sum[r]), d), _mm256_broadcast_ss(x.d + at), acc[r]);
       if (Q::MIN) acc[r] = _mm256_fnmadd_ps(k.mins, _mm256_loadu_ps(x.sum + 8 * at), acc[r]);
+      if constexpr (q8::min16<Q>()) {  // Σ_k m_k·Σq_k, exact in int32, then times dmin and the row's d
+        const __m256i m = _mm256_madd_epi16(q8::load(reinterpret_cast<const uint8_t*>(x.qsum + 16 * at)), k.low);
+        acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(m), k.mins), _mm256_broadcast_ss(x.d + at), acc[r]);
+      }
     }
   }
   float lin[R] = {};
