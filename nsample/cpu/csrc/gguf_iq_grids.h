@@ -44,6 +44,12 @@ inline uint16_t u16(const uint8_t* p) {
 }
 // IQ2's and IQ3_XXS's factor of a 4-bit scale s: d·(0.5 + s)·k, in gguf-py's order.
 inline float half_step(float d, uint32_t s, float k) { return d * (0.5f + static_cast<float>(s)) * k; }
+// IQ2_XS's and IQ2_S's sixteen factors: scale k the low (even k) or high nibble of scales[k / 2].
+inline void nibble_steps(Factors& f, float d, const uint8_t* scales) {
+  for (int k = 0; k < 16; ++k) f.f[k] = half_step(d, scales[k / 2] >> 4 * (k % 2) & 15, 0.25f);
+}
+// IQ1's factor of a 3-bit scale s: dl / 8 with dl = d·(2·s + 1), gguf-py's dl (the / 8 is exact).
+inline float iq1_step(float d, uint32_t s) { return d * static_cast<float>(2 * s + 1) * 0.125f; }
 
 #if defined(NSAMPLE_IQ_GATHER)
 // On x86 a chunk of 32 weights' grid points are one gather (eight 4-weight points, or four 8-weight ones: 256-bit
@@ -128,7 +134,7 @@ struct IQ2_XS : SignedBytes<IQ2_XS> {
   static constexpr int64_t TYPE = 17, WEIGHTS = 256, BYTES = 74;
   static void prepare(const uint8_t* b, Prep& p) {
     const float d = half(b);
-    for (int k = 0; k < 16; ++k) p.f.f[k] = iq::half_step(d, b[66 + k / 2] >> 4 * (k % 2) & 15, 0.25f);
+    iq::nibble_steps(p.f, d, b + 66);
 #if defined(NSAMPLE_IQ_GATHER)
     for (int j = 0; j < 8; ++j) {
       uint64_t v;
@@ -155,7 +161,7 @@ struct IQ2_S : SignedBytes<IQ2_S> {
   static void prepare(const uint8_t* b, Prep& p) {
     const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *scales = b + 74;
     const float d = half(b);
-    for (int k = 0; k < 16; ++k) p.f.f[k] = iq::half_step(d, scales[k / 2] >> 4 * (k % 2) & 15, 0.25f);
+    iq::nibble_steps(p.f, d, scales);
 #if defined(NSAMPLE_IQ_GATHER)
     const __m128i shifts = _mm_setr_epi32(0, 2, 4, 6);
     for (int j = 0; j < 8; ++j)
@@ -227,7 +233,7 @@ struct IQ1_S : SignedBytes<IQ1_S> {
 #endif
     for (int j = 0; j < 8; ++j) {
       const uint16_t h = iq::u16(b + 34 + 2 * j);
-      p.f.f[2 * j] = p.f.f[2 * j + 1] = d * static_cast<float>(2 * (h >> 12 & 7) + 1) * 0.125f;
+      p.f.f[2 * j] = p.f.f[2 * j + 1] = iq::iq1_step(d, h >> 12 & 7);
 #if defined(NSAMPLE_IQ_GATHER)
       const __m256i g = iq::gather4(grids::IQ1S_GRID, iq::indices4(qs + 4 * j, h, shifts, 7));
       iq::put_iq1(p.q + 32 * j, g, _mm256_set1_epi8(h & 0x8000 ? -1 : 1));
@@ -251,7 +257,7 @@ struct IQ1_M : SignedBytes<IQ1_M> {
     std::memcpy(sc, b + 48, 8);
     const uint16_t bits = (sc[0] >> 12) | (sc[1] >> 8 & 0xf0) | (sc[2] >> 4 & 0xf00) | (sc[3] & 0xf000);
     const float d = c10::detail::fp16_ieee_to_fp32_value(bits);
-    for (int k = 0; k < 16; ++k) p.f.f[k] = d * static_cast<float>(2 * (sc[k / 4] >> 3 * (k % 4) & 7) + 1) * 0.125f;
+    for (int k = 0; k < 16; ++k) p.f.f[k] = iq::iq1_step(d, sc[k / 4] >> 3 * (k % 4) & 7);
 #if defined(NSAMPLE_IQ_GATHER)
     const __m128i shifts = _mm_setr_epi32(0, 4, 8, 12);
     const __m256i shifts64 = _mm256_setr_epi64x(3, 7, 11, 15), one = _mm256_set1_epi8(1);
