@@ -35,6 +35,20 @@ def tiny_gguf_file(kind: str, layers: int = 2) -> Path:
     return tiny_gguf.write(path, TYPES[kind], layers=layers)
 
 
+def scaled_reference(path: Path, params: dict):
+    """(transformers' own float32 model of the GGUF at `path`, which reads no rope scaling; the same weights in
+    transformers' model with the rope parameters `params` (rope_type and its keys; the file's rope_theta kept))."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    plain = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    config.rope_parameters = {**params, "rope_theta": plain.config.rope_parameters["rope_theta"]}
+    scaled = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    scaled.load_state_dict(plain.state_dict())
+    return plain, scaled
+
+
 @contextlib.contextmanager
 def engine_pair(path: Path):
     """(nsample on the file's blocks, transformers' float32 model of it behind the same engine), closed after."""

@@ -4,8 +4,8 @@ those of transformers' own llama3-scaled model of the same weights, which transf
 import pytest
 import tiny_gguf
 import torch
-from gguf_fixtures import TYPES, engine_pair, needs_gguf
-from transformers import AutoConfig, AutoModelForCausalLM
+from gguf_fixtures import TYPES, engine_pair, needs_gguf, scaled_reference
+from transformers import AutoModelForCausalLM
 
 import nsample
 
@@ -23,13 +23,7 @@ def llama3_file(tmp_path_factory):
 def models(llama3_file):
     """(transformers' float32 model of the file, which ignores the factors; the same weights in transformers' own
     llama3-scaled Llama)."""
-    path = llama3_file
-    plain = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
-    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-    config.rope_parameters = {"rope_type": "llama3", "rope_theta": plain.config.rope_parameters["rope_theta"], **LLAMA3}
-    scaled = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
-    scaled.load_state_dict(plain.state_dict())
-    return plain, scaled
+    return scaled_reference(llama3_file, {"rope_type": "llama3", **LLAMA3})
 
 
 @pytest.mark.parametrize("quantize", ["gguf", "none"])  # the file's blocks; transformers' float32 conversion

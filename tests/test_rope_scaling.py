@@ -7,7 +7,7 @@ import pytest
 import tiny_gguf
 import torch
 from ggml_quantizer import F32
-from gguf_fixtures import TYPES, engine_pair, needs_gguf
+from gguf_fixtures import TYPES, engine_pair, needs_gguf, scaled_reference
 from transformers import AutoConfig, AutoModelForCausalLM
 
 import nsample
@@ -26,23 +26,12 @@ def scaled_file(root, kind: str, types=TYPES["mix"]):
     return tiny_gguf.write(root / f"tiny-{kind.replace(' ', '-')}.gguf", types, rope_scaling=SCALINGS[kind][0])
 
 
-def transformers_models(path, params: dict):
-    """(transformers' float32 model of the file, which ignores the scaling; the same weights in transformers' own
-    model with the rope parameters `params`)."""
-    plain = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
-    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-    config.rope_parameters = {**params, "rope_theta": plain.config.rope_parameters["rope_theta"]}
-    scaled = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
-    scaled.load_state_dict(plain.state_dict())
-    return plain, scaled
-
-
 @pytest.mark.parametrize("quantize", ["gguf", "none"])  # the file's blocks; transformers' float32 conversion
 @pytest.mark.parametrize("kind", list(SCALINGS))
 @torch.inference_mode()
 def test_the_rotary_tables_and_logits_are_transformers_scaled_ones(tmp_path, kind, quantize):
     path = scaled_file(tmp_path, kind)
-    plain, scaled = transformers_models(path, SCALINGS[kind][1])
+    plain, scaled = scaled_reference(path, SCALINGS[kind][1])
     engine = nsample.load(str(path), quantize=quantize)
     try:
         assert engine.quantize == quantize
@@ -77,7 +66,7 @@ def test_the_logits_are_llama_cpps_on_the_same_file(tmp_path, kind):
         got = engine.model(IDS).logits[0]
     finally:
         engine.close()
-    plain, _ = transformers_models(path, SCALINGS[kind][1])
+    plain, _ = scaled_reference(path, SCALINGS[kind][1])
     assert (plain(IDS).logits[0] - want).abs().max() > 10  # the unscaled model is far away
     assert (got - want).abs().max() < 2e-2 * want.abs().max() / 40  # some 2e-2 of logits near 40: the float32 noise
 
@@ -160,3 +149,20 @@ def test_a_scaling_transformers_read_itself_is_kept():
     plain = LlamaConfig(rope_parameters={"rope_type": "default", "rope_theta": 150000.0})
     rope_scaling.configure(plain, {"rope_type": "linear", "factor": 2.0})
     assert plain.rope_parameters == {"rope_type": "linear", "factor": 2.0, "rope_theta": 150000.0}
+
+
+@torch.inference_mode()
+def test_apply_rebuilds_the_rotary_of_a_model_made_unscaled_and_leaves_a_scaled_one(tmp_path):
+    """A float32 conversion made before the scaling was read (its config unscaled) gets it at load, its rotary
+    embedding made again; a model already scaled is left as it is."""
+    from nsample.models import rope_scaling
+
+    params = SCALINGS["yarn"][1]
+    plain, scaled = scaled_reference(scaled_file(tmp_path, "yarn"), params)
+    rope_scaling.apply(plain, params)
+    assert torch.equal(plain.model.rotary_emb.inv_freq, scaled.model.rotary_emb.inv_freq)
+    assert plain.model.rotary_emb.attention_scaling == scaled.model.rotary_emb.attention_scaling
+    assert (plain(IDS).logits - scaled(IDS).logits).abs().max() < 1e-4
+    rotary = scaled.model.rotary_emb
+    rope_scaling.apply(scaled, params)
+    assert scaled.model.rotary_emb is rotary

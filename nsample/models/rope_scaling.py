@@ -55,28 +55,30 @@ def read(fields: dict, arch: str, context_length: int) -> dict | None:
     return params
 
 
-def configure(config, params: dict | None) -> None:
-    """Set the rope parameters `params` (read's) on a transformers `config`, keeping its rope_theta. A config with
-    parameters per layer type (Gemma 3: sliding and full attention) takes them for its full-attention layers, as
-    llama.cpp scales only those (its sliding layers rotate unscaled, on their own base). A config transformers
-    already scaled (its GGUF config reads gpt-oss's keys) keeps its own."""
+def configure(config, params: dict | None) -> bool:
+    """Set the rope parameters `params` (read's) on a transformers `config`, keeping its rope_theta; whether that
+    changed it. A config with parameters per layer type (Gemma 3: sliding and full attention) takes them for its
+    full-attention layers, as llama.cpp scales only those (its sliding layers rotate unscaled, on their own base). A
+    config already scaled (transformers' GGUF config reads gpt-oss's keys; a float32 conversion made from the
+    metadata's config) keeps its own."""
     rope = dict(config.rope_parameters)
     full = rope.get("full_attention") if "rope_theta" not in rope else None
     if params is None or (full or rope).get("rope_type", "default") != "default":
-        return  # not scaled, or transformers read the scaling itself (gpt-oss files)
+        return False  # not scaled, or scaled already
     if "rope_theta" in rope:
         config.rope_parameters = {**params, "rope_theta": rope["rope_theta"]}
     elif isinstance(full, dict):
         config.rope_parameters = {**rope, "full_attention": {**params, "rope_theta": full["rope_theta"]}}
     else:
         raise ValueError(f"this GGUF file's rope scaling {params} has no place in its config's rope parameters {rope}")
+    return True
 
 
 def apply(model: nn.Module, params: dict | None) -> None:
-    """The same on a model already built: its config, then each rotary embedding made again from it."""
-    if params is None:
+    """The same on a model already built: its config, then each rotary embedding made again from it, where that
+    changed the config (a conversion made before the scaling was read)."""
+    if not configure(model.config, params):
         return
-    configure(model.config, params)
     for name, module in list(model.named_modules()):
         if name.endswith("rotary_emb") and hasattr(module, "config"):
             if module.config is not model.config:
