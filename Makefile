@@ -1,5 +1,6 @@
 # Set-up and everyday commands. `make app` installs what the app needs and runs it; `make test` adds the test
-# tools (llama.cpp's server, Playwright's chromium via Debian, schemathesis) and runs the whole test suite.
+# tools (llama.cpp's server, Playwright's chromium and clang with LLVM's OpenMP via Debian, schemathesis) and runs the
+# whole test suite.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -24,6 +25,8 @@ $(TEST_STAMP): $(APP_STAMP)
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -q --no-cache-dir "$(LLAMA_CPP)"
 	$(BIN)/pip install -q -e ".[embeddings,test]"
 	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+	echo 'int main() {}' | clang++ -fopenmp -x c++ - -o /dev/null 2>/dev/null || \
+	  (apt-get update -q && apt-get install -y -q clang libomp-dev)
 	touch $@
 
 # The C++ kernels are built here (once, a few minutes; 3-4 s when built), so the first page load never waits

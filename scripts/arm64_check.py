@@ -18,7 +18,11 @@ Set-up, once, into --work (default ~/.cache/nsample/arm64; about 1.5 GB, a few m
 The emulated run is slow: on 2 cores the format tests took 9 minutes, the GGUF model's 26 (one thread), the fused
 decode's some 55; `python scripts/arm64_check.py -q tests/FILE [-k ...]` runs a part.
 
-Usage: python scripts/arm64_check.py [--work DIR] [pytest arguments, default: the kernels' test files]
+With --clang the kernels are compiled by clang (--target=aarch64-linux-gnu) instead, the compiler macOS has, with
+LLVM's OpenMP runtime (Debian's arm64 libomp5-14) as torch's macOS wheels run on it: what can be checked of an Apple
+silicon build without a Mac (Apple's clang is LLVM's with its own patches and versions; macOS's linker is not run).
+
+Usage: python scripts/arm64_check.py [--work DIR] [--clang] [pytest arguments, default: the kernels' test files]
 """
 import argparse
 import os
@@ -31,8 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from nsample.cpu.instruction_sets import ISA_FLAGS  # noqa: E402
-from nsample.cpu.kernels import COMMON, SOURCES  # noqa: E402 - the host's torch; only the lists are used
+from nsample.cpu.kernels import SOURCES, flags  # noqa: E402 - the host's torch; only the sources and flags are used
 from nsample.models.embedded import EMBEDDED_PACKAGE, INSTALL_HINT  # noqa: E402
 
 TORCH = "2.10.0"
@@ -58,11 +61,12 @@ def run(*cmd, **kw) -> None:
     subprocess.run(cmd, check=True, **kw)
 
 
-def tools() -> None:
-    """qemu-aarch64-static and the aarch64 cross-compiler, from Debian where missing."""
-    if not (shutil.which("qemu-aarch64-static") and shutil.which("aarch64-linux-gnu-g++")):
+def tools(clang: bool) -> None:
+    """qemu-aarch64-static and the aarch64 cross-compiler (GCC's, and clang where asked for), from Debian where
+    missing. clang takes GCC's aarch64 headers and libraries."""
+    if not all(shutil.which(t) for t in ["qemu-aarch64-static", "aarch64-linux-gnu-g++", *["clang++"] * clang]):
         run("apt-get", "update", "-q")
-        run("apt-get", "install", "-y", "-q", "qemu-user-static", "g++-aarch64-linux-gnu")
+        run("apt-get", "install", "-y", "-q", "qemu-user-static", "g++-aarch64-linux-gnu", *["clang"] * clang)
 
 
 def python_root(work: Path) -> Path:
@@ -126,32 +130,43 @@ def quantizer(work: Path) -> Path:
     return fake
 
 
-def kernels(work: Path, root: Path, target: Path) -> Path:
-    """nsample's kernels for neon, compiled as torch's cpp_extension compiles them on an ARM64 machine."""
-    torch_dir, out = target / "torch", work / "kernels"
+def kernels(work: Path, root: Path, target: Path, clang: bool) -> Path:
+    """nsample's kernels for neon, compiled as torch's cpp_extension compiles them on an ARM64 machine: by GCC, or
+    by clang (LLVM's OpenMP runtime, libomp, from Debian's arm64 package into the root), the compiler of macOS."""
+    torch_dir, out = target / "torch", work / ("kernels-clang" if clang else "kernels")
     out.mkdir(exist_ok=True)
-    flags = ["-DTORCH_EXTENSION_NAME=nsample_kernels_neon", "-DTORCH_API_INCLUDE_EXTENSION_H",
-             "-isystem", torch_dir / "include", "-isystem", torch_dir / "include/torch/csrc/api/include",
-             "-isystem", root / "usr/include/python3.11", "-isystem", root / "usr/include", "-fPIC", "-std=c++20",
-             "-Wno-psabi", *COMMON, *ISA_FLAGS["neon"]]  # psabi: GCC's note on a pair's ABI change in GCC 10
+    cxx = ["clang++", "--target=aarch64-linux-gnu"] if clang else ["aarch64-linux-gnu-g++", "-Wno-psabi"]
+    cflags, ldflags = flags("neon")  # psabi: GCC's note on a pair's ABI change in GCC 10
+    if clang:
+        libomp = root / "usr/lib/llvm-14/lib"
+        ldflags = ["-fopenmp", f"-L{libomp}", "-Wl,-rpath,/usr/lib/llvm-14/lib"]  # the root is qemu's -L prefix
+        if not (libomp / "libomp.so.5").exists():
+            run("apt-get", "download", "-q", "libomp5-14:arm64", cwd=work / "debs")
+            run("dpkg", "-x", next((work / "debs").glob("libomp5-14_*_arm64.deb")), root)
+            (libomp / "libomp.so").symlink_to("libomp.so.5")
+    compile_flags = ["-DTORCH_EXTENSION_NAME=nsample_kernels_neon", "-DTORCH_API_INCLUDE_EXTENSION_H",
+                     "-isystem", torch_dir / "include", "-isystem", torch_dir / "include/torch/csrc/api/include",
+                     "-isystem", root / "usr/include/python3.11", "-isystem", root / "usr/include", "-fPIC",
+                     "-std=c++20", *cflags]
     objects = [out / f"{source.stem}.o" for source in SOURCES]
     with ThreadPoolExecutor(os.cpu_count()) as pool:
-        list(pool.map(lambda s, o: run("aarch64-linux-gnu-g++", *flags, "-c", s, "-o", o), SOURCES, objects))
+        list(pool.map(lambda s, o: run(*cxx, *compile_flags, "-c", s, "-o", o), SOURCES, objects))
     so = out / "nsample_kernels_neon.so"
-    run("aarch64-linux-gnu-g++", *objects, "-shared", f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu", "-ltorch",
-        "-ltorch_python", "-o", so)
+    run(*cxx, *objects, "-shared", f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
+        *ldflags, "-o", so)
     return so
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache/nsample/arm64")
+    ap.add_argument("--clang", action="store_true", help="build the kernels with clang, not GCC")
     args, pytest_args = ap.parse_known_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    tools()
+    tools(args.clang)
     root, target = python_root(work), site(work)
-    fake, so = quantizer(work), kernels(work, root, target)
+    fake, so = quantizer(work), kernels(work, root, target, args.clang)
     (work / "home").mkdir(exist_ok=True)
     path = os.pathsep.join(map(str, [ROOT / "scripts", fake, ROOT, ROOT / "tests", target]))
     env = {"PYTHONPATH": path, "NSAMPLE_ARM64_KERNELS": so, "HOME": work / "home", "HF_HUB_OFFLINE": 1,
@@ -159,7 +174,7 @@ def main() -> int:
     qemu = ["qemu-aarch64-static", "-L", root, *[a for k, v in env.items() for a in ("-E", f"{k}={v}")],
             root / "usr/bin/python3.11", "-m", "pytest", "-p", "arm64_prebuilt", "-p", "no:cacheprovider",
             *(pytest_args or ["-q", *TESTS])]
-    print(f"host {sysconfig.get_platform()}, emulated aarch64, torch {TORCH}", flush=True)
+    print(f"host {sysconfig.get_platform()}, emulated aarch64, torch {TORCH}, kernels by {so.parent.name}", flush=True)
     return subprocess.run(qemu, cwd=ROOT).returncode
 
 

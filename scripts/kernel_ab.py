@@ -11,7 +11,6 @@ A shape is TYPExNxK, TYPE a ggml type id: 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0
 14 Q6_K, 16 IQ2_XXS, 17 IQ2_XS, 18 IQ3_XXS, 19 IQ1_S, 20 IQ4_NL, 21 IQ3_S, 22 IQ2_S, 23 IQ4_XS, 29 IQ1_M.
 """
 import argparse
-import hashlib
 import os
 import tempfile
 import time
@@ -33,11 +32,11 @@ def build(name: str, csrc: Path, isa: str):
     """The kernels of `csrc`, built for `isa` in a directory of their own (cached under the temp dir)."""
     where = Path(tempfile.gettempdir()) / "nsample-kernel-ab" / f"{name}-{isa}"
     where.mkdir(parents=True, exist_ok=True)
-    headers = hashlib.sha256(b"".join(h.read_bytes() for h in sorted(csrc.glob("*.h")))).hexdigest()[:16]
     sources = [str(csrc / s.name) for s in kernels.SOURCES if (csrc / s.name).exists()]
-    flags = kernels.COMMON + ISA_FLAGS[isa] + [f"-DNSAMPLE_HEADERS={headers}"]
-    flags += os.environ.get(f"EXTRA_{name}", "").split()
-    return load(name=f"nsample_ab_{name}_{isa}", sources=sources, build_directory=str(where), extra_cflags=flags)
+    cflags, ldflags = kernels.flags(isa, csrc)
+    cflags += os.environ.get(f"EXTRA_{name}", "").split()
+    return load(name=f"nsample_ab_{name}_{isa}", sources=sources, build_directory=str(where), extra_cflags=cflags,
+                extra_ldflags=ldflags)
 
 
 def random_blocks(kind: int, N: int, K: int, g: torch.Generator) -> torch.Tensor:

@@ -68,3 +68,41 @@ def test_a_busy_build_elsewhere_is_not_followed_by_another_set(builds):
     tried, failing = builds
     failing["avx512vnni"] = BuildBusy("another process was still building them")
     assert kernels.ops() is None and tried == ["avx512vnni"]
+
+
+@pytest.mark.parametrize("ships", [True, False])
+def test_on_macos_openmp_is_the_omp_h_and_libomp_torch_ships(monkeypatch, tmp_path, caplog, ships):
+    """Apple's clang has no -fopenmp: the preprocessor takes it, on torch's omp.h, and the link torch's libomp. A
+    torch without them builds the kernels without OpenMP (one thread), and says so."""
+    from torch.utils import cpp_extension
+
+    (tmp_path / "include").mkdir()
+    (tmp_path / "lib").mkdir()
+    if ships:
+        (tmp_path / "include/omp.h").write_text("")
+        (tmp_path / "lib/libomp.dylib").write_bytes(b"")
+    monkeypatch.setattr(kernels.sys, "platform", "darwin")
+    monkeypatch.setattr(cpp_extension, "include_paths", lambda *a, **k: [str(tmp_path / "include")])
+    monkeypatch.setattr(cpp_extension, "TORCH_LIB_PATH", str(tmp_path / "lib"))
+    kernels.openmp.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="nsample.cpu.kernels"):
+            cflags, ldflags = kernels.flags("neon")
+    finally:
+        kernels.openmp.cache_clear()
+    assert (cflags[:3], ldflags) == ((["-O3", "-Xpreprocessor", "-fopenmp"], ["-lomp"]) if ships else
+                                     (["-O3", "-ffp-contract=off", "-DCPU_CAPABILITY=DEFAULT"], []))
+    assert ("one thread" in caplog.text) != ships
+
+
+def test_elsewhere_openmp_is_fopenmp_and_clang_links_it_too(monkeypatch):
+    """GCC resolves OpenMP's calls from the libgomp torch has loaded; clang's code calls LLVM's runtime, linked."""
+    from torch.utils import cpp_extension
+
+    for compiler, link in (("g++", []), ("clang++", ["-fopenmp"])):
+        monkeypatch.setattr(cpp_extension, "get_cxx_compiler", lambda c=compiler: c)
+        kernels.openmp.cache_clear()
+        try:
+            assert kernels.openmp() == (["-fopenmp"], link)
+        finally:
+            kernels.openmp.cache_clear()

@@ -14,13 +14,13 @@ The sources are written once on torch's portable vector layer (`at::vec::Vectori
 use) and compiled per instruction set: AVX-512 or AVX2 (with FMA and F16C) on x86-64, each with VNNI's integer dot
 products for the int8-activation kernels where the CPU has them, NEON on ARM64. The set is picked at run time from
 what this CPU and torch support (`isa()`), or forced with NSAMPLE_ISA=avx2|avxvnni|avx512|avx512vnni|neon.
-They are compiled (g++ and ninja, a few minutes on 2 cores) the first time a quantized model loads, into
-$TORCH_EXTENSIONS_DIR (else ~/.cache/torch_extensions), keyed by torch version and instruction set; later loads
-take the built library; `nsample build-kernels` builds them ahead of a first start. One process builds at a time;
-another waits for it at most NSAMPLE_KERNEL_WAIT_S seconds (default 600), and a build stopped midway never hangs
-the next start (build_lock.py). Without a compiler, on a CPU without AVX2 or NEON, past that wait, or with
-NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead, a GGUF's blocks are dequantized at load, and decode
-steps go through transformers.
+They are compiled (g++, or clang with OpenMP as openmp() says, macOS's included, and ninja; a few minutes on 2
+cores) the first time a quantized model loads, into $TORCH_EXTENSIONS_DIR (else ~/.cache/torch_extensions), keyed
+by torch version and instruction set; later loads take the built library; `nsample build-kernels` builds them
+ahead of a first start. One process builds at a time; another waits for it at most NSAMPLE_KERNEL_WAIT_S seconds
+(default 600), and a build stopped midway never hangs the next start (build_lock.py). Without a compiler, on a CPU
+without AVX2 or NEON, past that wait, or with NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead, a GGUF's
+blocks are dequantized at load, and decode steps go through transformers.
 """
 import functools
 import hashlib
@@ -28,6 +28,8 @@ import logging
 import os
 import platform
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -41,8 +43,7 @@ CSRC = Path(__file__).with_name("csrc")
 SOURCES = [CSRC / f for f in ("bindings.cpp", "int8_rows.cpp", "gguf_linear.cpp", "gguf_expand.cpp",
                               "gguf_pack.cpp", "q8_linear.cpp", "q8_quantize.cpp", "linear.cpp", "decode_layer.cpp",
                               "attention.cpp", "race.cpp")]
-COMMON = ["-O3", "-fopenmp",
-          "-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
+FP = ["-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
 TORCH_CAPABILITY = {"AVX512": "avx512", "AVX2": "avx2"}  # torch.backends.cpu.get_cpu_capability() -> ours
 _lock = threading.Lock()
 _built: dict[str, object] = {}  # ISA -> the extension module, or None where it could not be had
@@ -139,10 +140,41 @@ def build(which: str):
     with build_lock(where, wait_s()):
         if not any(where.glob("*.so")):
             log.warning("building nsample's C++ kernels for %s into %s (once, a few minutes)", which, where)
-        headers = hashlib.sha256(b"".join(h.read_bytes() for h in sorted(CSRC.glob("*.h")))).hexdigest()[:16]
+        cflags, ldflags = flags(which)
         return load(name=_name(which), sources=[str(s) for s in SOURCES], build_directory=str(where),
-                    extra_cflags=COMMON + ISA_FLAGS[which] + [f"-DNSAMPLE_HEADERS={headers}"],  # torch rebuilds on
-                    verbose=False)  # changed sources or flags, not headers: their hash is a flag
+                    extra_cflags=cflags, extra_ldflags=ldflags, verbose=False)
+
+
+def flags(which: str, csrc: Path = CSRC) -> tuple[list[str], list[str]]:
+    """The compile and link flags of `which`'s build of the sources in csrc. torch rebuilds on changed sources or
+    flags, not headers: their hash is a flag."""
+    headers = hashlib.sha256(b"".join(h.read_bytes() for h in sorted(csrc.glob("*.h")))).hexdigest()[:16]
+    compile_flags, link_flags = openmp()
+    return ["-O3", *compile_flags, *FP, *ISA_FLAGS[which], f"-DNSAMPLE_HEADERS={headers}"], link_flags
+
+
+@functools.cache
+def openmp() -> tuple[list[str], list[str]]:
+    """The compile and link flags that make at::parallel_for's loops, inline in the kernels' own code, run on
+    OpenMP's threads as torch's own ops do: -fopenmp for GCC; for LLVM's clang also at link, for its libomp. On
+    macOS, whose clang has no -fopenmp of its own, torch's wheel ships LLVM's omp.h (torch/include) and the
+    libomp.dylib torch runs on (torch/lib, on the link's library path): -Xpreprocessor -fopenmp and -lomp. Where a
+    Mac's torch has no omp.h, none: the kernels build and run on one thread (logged)."""
+    from torch.utils.cpp_extension import TORCH_LIB_PATH, get_cxx_compiler, include_paths
+
+    if sys.platform == "darwin":
+        if any((Path(d) / "omp.h").exists() for d in include_paths()) and any(Path(TORCH_LIB_PATH).glob("libomp*")):
+            return ["-Xpreprocessor", "-fopenmp"], ["-lomp"]
+        log.warning("torch has no omp.h or libomp here: nsample's C++ kernels will run on one thread")
+        return [], []
+    return ["-fopenmp"], ["-fopenmp"] if _clang(get_cxx_compiler()) else []
+
+
+def _clang(compiler: str) -> bool:
+    try:
+        return "clang" in subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def build_directory(which: str) -> Path:
