@@ -4,7 +4,8 @@ count, for seven rounds; each build's median time, and its ratio to the first bu
 
 The builds' order turns each round: the build timed first in a round was seen to take up to 10% longer at one row,
 whichever it was (docs/benchmarks.md, stop 40). The weights are cycled through --copies copies, so that with 8 they
-stream from memory as in a decode step. A build's extra compiler flags go in EXTRA_<name>.
+stream from memory as in a decode step. A build's extra compiler flags go in EXTRA_<name>, its compiler in CXX_<name>
+(else $CXX, else c++).
 Usage: python scripts/kernel_ab.py --isa avx2 --rows 1 8 --threads 2 [--copies 8] \
            [--shapes 12x5632x2048 14x2048x5632] --builds old=/tmp/old/nsample/cpu/csrc new=nsample/cpu/csrc
 A shape is TYPExNxK, TYPE a ggml type id: 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 10 Q2_K, 11 Q3_K, 12 Q4_K, 13 Q5_K,
@@ -33,10 +34,15 @@ def build(name: str, csrc: Path, isa: str):
     where = Path(tempfile.gettempdir()) / "nsample-kernel-ab" / f"{name}-{isa}"
     where.mkdir(parents=True, exist_ok=True)
     sources = [str(csrc / s.name) for s in kernels.SOURCES if (csrc / s.name).exists()]
-    cflags, ldflags = kernels.flags(isa, csrc)
-    cflags += os.environ.get(f"EXTRA_{name}", "").split()
-    return load(name=f"nsample_ab_{name}_{isa}", sources=sources, build_directory=str(where), extra_cflags=cflags,
-                extra_ldflags=ldflags)
+    before = os.environ.get("CXX")
+    os.environ["CXX"] = os.environ.get(f"CXX_{name}", before or "c++")  # torch's load compiles with $CXX
+    try:
+        cflags, ldflags = kernels.flags(isa, csrc)
+        cflags += os.environ.get(f"EXTRA_{name}", "").split()
+        return load(name=f"nsample_ab_{name}_{isa}", sources=sources, build_directory=str(where),
+                    extra_cflags=cflags, extra_ldflags=ldflags)
+    finally:
+        os.environ.pop("CXX") if before is None else os.environ.update(CXX=before)
 
 
 def random_blocks(kind: int, N: int, K: int, g: torch.Generator) -> torch.Tensor:

@@ -162,6 +162,26 @@ def test_requests_that_fit_alone_but_not_together_run_one_after_the_other(fresh)
     assert engine.health()["kv_cache"]["reserved_bytes"] == 0
 
 
+def test_the_default_kv_budget_is_half_the_free_memory_or_where_no_such_count_half_psutils_available(fresh,
+                                                                                                    monkeypatch):
+    import types
+
+    import psutil
+
+    counts = {"SC_AVPHYS_PAGES": 3 * 2**20, "SC_PAGE_SIZE": 4096}  # 12 GiB free, as Linux counts it
+
+    def sysconf(name):
+        if name not in counts:  # macOS: sysconf has no SC_AVPHYS_PAGES
+            raise ValueError("unrecognized configuration name")
+        return counts[name]
+
+    monkeypatch.setattr("nsample.engine.engine.os", types.SimpleNamespace(sysconf=sysconf))
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=10 * 2**30))
+    assert fresh().kv_budget == 6 * 2**30
+    del counts["SC_AVPHYS_PAGES"]
+    assert fresh().kv_budget == 5 * 2**30  # not a fixed 4 GiB whatever the machine
+
+
 def test_fair_admission_takes_clients_in_turn(fresh):
     engine = fresh(max_active=1)
     with engine.scheduler.held():

@@ -146,28 +146,30 @@ def build(which: str):
 
 
 def flags(which: str, csrc: Path = CSRC) -> tuple[list[str], list[str]]:
-    """The compile and link flags of `which`'s build of the sources in csrc. torch rebuilds on changed sources or
-    flags, not headers: their hash is a flag."""
+    """The compile and link flags of `which`'s build of the sources in csrc, by torch's compiler ($CXX, else c++).
+    torch rebuilds on changed sources or flags, not headers: their hash is a flag."""
+    from torch.utils.cpp_extension import get_cxx_compiler
+
     headers = hashlib.sha256(b"".join(h.read_bytes() for h in sorted(csrc.glob("*.h")))).hexdigest()[:16]
-    compile_flags, link_flags = openmp()
+    compile_flags, link_flags = openmp(get_cxx_compiler())
     return ["-O3", *compile_flags, *FP, *ISA_FLAGS[which], f"-DNSAMPLE_HEADERS={headers}"], link_flags
 
 
 @functools.cache
-def openmp() -> tuple[list[str], list[str]]:
+def openmp(compiler: str) -> tuple[list[str], list[str]]:
     """The compile and link flags that make at::parallel_for's loops, inline in the kernels' own code, run on
     OpenMP's threads as torch's own ops do: -fopenmp for GCC; for LLVM's clang also at link, for its libomp. On
     macOS, whose clang has no -fopenmp of its own, torch's wheel ships LLVM's omp.h (torch/include) and the
     libomp.dylib torch runs on (torch/lib, on the link's library path): -Xpreprocessor -fopenmp and -lomp. Where a
     Mac's torch has no omp.h, none: the kernels build and run on one thread (logged)."""
-    from torch.utils.cpp_extension import TORCH_LIB_PATH, get_cxx_compiler, include_paths
+    from torch.utils.cpp_extension import TORCH_LIB_PATH, include_paths
 
     if sys.platform == "darwin":
         if any((Path(d) / "omp.h").exists() for d in include_paths()) and any(Path(TORCH_LIB_PATH).glob("libomp*")):
             return ["-Xpreprocessor", "-fopenmp"], ["-lomp"]
         log.warning("torch has no omp.h or libomp here: nsample's C++ kernels will run on one thread")
         return [], []
-    return ["-fopenmp"], ["-fopenmp"] if _clang(get_cxx_compiler()) else []
+    return ["-fopenmp"], ["-fopenmp"] if _clang(compiler) else []
 
 
 def _clang(compiler: str) -> bool:

@@ -132,9 +132,12 @@ class Engine(BaseEngine):
         if self.device.type == "cuda":
             return int(torch.cuda.mem_get_info(self.device)[0] * 0.8)
         try:
-            return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * 0.5)
-        except (ValueError, OSError):
-            return 4 * 2**30
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError):  # no such name on macOS: psutil's memory available there (its free + inactive)
+            import psutil
+
+            free = psutil.virtual_memory().available
+        return int(free * 0.5)
 
     # --- the worker ----------------------------------------------------------------------------------
     def _loop(self) -> None:
