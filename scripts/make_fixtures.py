@@ -13,13 +13,17 @@
                         7 minutes on 2 cores here).
   --qwen3               a Qwen 3 of Qwen3-0.6B's shape (QWEN3: an RMSNorm of each q and k head, head size 128, a
                         tied head; SmolLM2's vocabulary, so 0.47B parameters), Q4_K_M by default.
+  --gemma3              a Gemma 3 of Gemma-3-1B's shape (GEMMA3: q and k head norms and norms after the attention
+                        and the MLP, all 1.0 as stored, so Gemma's 1 + w is 1; head size 256, one KV head, a 512-token
+                        sliding window on five layers of six; SmolLM2's vocabulary, so 0.75B parameters), Q4_K_M.
 Files go to --out (default $NSAMPLE_CACHE_DIR/fixtures, else ~/.cache/nsample/fixtures), named by a key of their
 source file's path, size and mtime (as nsample.models.model_loader.converted_gguf keys its cache); a file that already
 exists is kept. Each quantization runs in a child process, so llama.cpp (and its OpenMP runtime) never loads into
 the caller, e.g. a test process; files appear atomically (written under a temporary name, then renamed).
 For every file it prints the tensor count per ggml type, the type(s) of each tensor kind, and the size.
 
-Usage: python scripts/make_fixtures.py [--embedded] [--large] [--7b] [--qwen3] [--types Q4_K_M Q6_K Q8_0] [--out DIR]
+Usage: python scripts/make_fixtures.py [--embedded] [--large] [--7b] [--qwen3] [--gemma3] [--types Q4_K_M ...]
+                                       [--out DIR]
                                        [--paths]
        python scripts/benchmark.py --gguf $(python scripts/make_fixtures.py --embedded --large --paths)
 In tests: sys.path.insert(0, "scripts"); from make_fixtures import fixture; path = fixture("Q4_K_M")
@@ -51,9 +55,13 @@ SEVEN_B = {"hidden": 4096, "intermediate": 14336, "layers": 32, "heads": 32, "kv
            "rope_base": 1000000.0, "rms_eps": 1e-5}  # Mistral-7B's shape
 QWEN3 = {"arch": "qwen3", "hidden": 1024, "intermediate": 3072, "layers": 28, "heads": 16, "kv_heads": 8,
          "head_dim": 128, "tied": True, "context": 4096, "rope_base": 1000000.0, "rms_eps": 1e-6}  # Qwen3-0.6B's
+GEMMA3 = {"arch": "gemma3", "hidden": 1152, "intermediate": 6912, "layers": 26, "heads": 4, "kv_heads": 1,
+          "head_dim": 256, "tied": True, "context": 32768, "rope_base": 1000000.0, "rms_eps": 1e-6,
+          "sliding_window": 512}  # Gemma-3-1B's
 MODELS = {"large": ("TinyLlama-1.1B-random", LARGE, ("Q4_1", "Q4_K_M")),
           "7b": ("Mistral-7B-random", SEVEN_B, ("Q4_K_M",)),
-          "qwen3": ("Qwen3-0.6B-random", QWEN3, ("Q4_K_M",))}  # fixture prefix -> name, shape, default types
+          "qwen3": ("Qwen3-0.6B-random", QWEN3, ("Q4_K_M",)),
+          "gemma3": ("Gemma3-1B-random", GEMMA3, ("Q4_K_M",))}  # fixture prefix -> name, shape, default types
 KINDS = ("token_embd", "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
          "ffn_down", "output_norm", "output")  # the order kinds are listed in (others after them)
 SEED, STD = 0, 0.02
@@ -151,14 +159,16 @@ def quantize_here(source: str, target: str, qtype: str) -> None:
 
 
 def large_tensors(vocab: int, shape: dict) -> list[tuple[str, tuple[int, ...]]]:
-    """(name, numpy shape: rows first) of a random model of `shape`, in file order; 1-D ones are norms. Qwen 3's
-    (shape["arch"]) have a norm of each q and k head (attn_q_norm, attn_k_norm) and a head size of their own."""
+    """(name, numpy shape: rows first) of a random model of `shape`, in file order; 1-D ones are norms. Qwen 3's and
+    Gemma 3's (shape["arch"]) have a norm of each q and k head (attn_q_norm, attn_k_norm) and a head size of their
+    own; Gemma 3's a norm after the attention and after the MLP too."""
     h, f, d = shape["hidden"], shape["intermediate"], shape.get("head_dim", shape["hidden"] // shape["heads"])
-    q, kv = d * shape["heads"], d * shape["kv_heads"]
+    q, kv, arch = d * shape["heads"], d * shape["kv_heads"], shape.get("arch")
     layer = [("attn_norm", (h,)), ("attn_q", (q, h)), ("attn_k", (kv, h)), ("attn_v", (kv, h)),
              ("attn_output", (h, q)), ("ffn_norm", (h,)), ("ffn_gate", (f, h)), ("ffn_up", (f, h)),
              ("ffn_down", (h, f))] + ([("attn_q_norm", (d,)), ("attn_k_norm", (d,))]
-                                      if shape.get("arch") == "qwen3" else [])
+                                      if arch in ("qwen3", "gemma3") else [])
+    layer += [("post_attention_norm", (h,)), ("post_ffw_norm", (h,))] if arch == "gemma3" else []
     return ([("token_embd.weight", (vocab, h))]
             + [(f"blk.{i}.{kind}.weight", dims) for i in range(shape["layers"]) for kind, dims in layer]
             + [("output_norm.weight", (h,))] + ([] if shape.get("tied") else [("output.weight", (vocab, h))]))
@@ -204,6 +214,8 @@ def write_large_f16(path: Path, tokenizer_source: Path, name: str, shape: dict) 
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
     writer.add_rope_freq_base(shape["rope_base"])
+    if "sliding_window" in shape:
+        writer.add_sliding_window(shape["sliding_window"])
     writer.add_layer_norm_rms_eps(shape["rms_eps"])
     writer.add_vocab_size(vocab)
     writer.add_file_type(1)  # LLAMA_FTYPE_MOSTLY_F16
@@ -281,10 +293,12 @@ def main():
                          "while its F16 exists)")
     ap.add_argument("--qwen3", action="store_true",
                     help="a 0.75B random Qwen 3 of Qwen3-0.6B's shape (q/k norms, head size 128, tied) as Q4_K_M")
+    ap.add_argument("--gemma3", action="store_true",
+                    help="a 1.1B random Gemma 3 of Gemma-3-1B's shape (SmolLM2's vocabulary) as Q4_K_M")
     ap.add_argument("--types", nargs="+", choices=FTYPES, default=None,
                     help=f"types to build (default {' '.join(EMBEDDED_TYPES)} for --embedded, "
-                         f"{' '.join(MODELS['large'][2])} for --large, {' '.join(MODELS['7b'][2])} for --7b and "
-                         "--qwen3)")
+                         f"{' '.join(MODELS['large'][2])} for --large, {' '.join(MODELS['7b'][2])} for --7b, "
+                         "--qwen3 and --gemma3)")
     ap.add_argument("--out", type=Path, default=None, help="default: $NSAMPLE_CACHE_DIR/fixtures")
     ap.add_argument("--paths", action="store_true",
                     help="print only the files' paths, one a line (for `benchmark.py --gguf $(...)`)")
@@ -295,9 +309,9 @@ def main():
         return
     out = args.out or fixtures_dir()
     paths = []
-    if args.embedded or not (args.large or args.seven_b or args.qwen3):
+    if args.embedded or not (args.large or args.seven_b or args.qwen3 or args.gemma3):
         paths += build_embedded(out, tuple(args.types or EMBEDDED_TYPES))
-    for model, asked in (("large", args.large), ("7b", args.seven_b), ("qwen3", args.qwen3)):
+    for model, asked in (("large", args.large), ("7b", args.seven_b), ("qwen3", args.qwen3), ("gemma3", args.gemma3)):
         if asked:
             t0 = time.perf_counter()
             paths += build_large(out, tuple(args.types or MODELS[model][2]), model)
