@@ -97,7 +97,7 @@ def test_on_macos_openmp_is_the_omp_h_and_libomp_torch_ships(monkeypatch, tmp_pa
 
 def test_elsewhere_openmp_is_fopenmp_and_clang_links_it_too(monkeypatch):
     """GCC resolves OpenMP's calls from the libgomp torch has loaded; clang's code calls LLVM's runtime, linked."""
-    for compiler, link in (("g++", []), ("clang++", ["-fopenmp"])):
+    for compiler, link in (("g++", []), ("clang++", ["-fopenmp"]), ("env clang++", ["-fopenmp"])):
         monkeypatch.setenv("CXX", compiler)
         assert kernels.flags("avx2")[0][:3] == ["-O3", "-fopenmp", "-ffp-contract=off"]
         assert kernels.flags("avx2")[1] == link

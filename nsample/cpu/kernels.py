@@ -27,6 +27,7 @@ import hashlib
 import logging
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -173,9 +174,11 @@ def openmp(compiler: str) -> tuple[list[str], list[str]]:
 
 
 def _clang(compiler: str) -> bool:
+    """Whether `compiler` ($CXX: a command, perhaps with a wrapper such as ccache before it) is clang."""
     try:
-        return "clang" in subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
+        return "clang" in subprocess.run([*shlex.split(compiler), "--version"], capture_output=True, text=True,
+                                         timeout=60).stdout
+    except (OSError, ValueError, subprocess.SubprocessError):
         return False
 
 
