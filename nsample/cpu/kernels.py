@@ -161,13 +161,14 @@ def openmp(compiler: str) -> tuple[list[str], list[str]]:
     """The compile and link flags that make at::parallel_for's loops, inline in the kernels' own code, run on
     OpenMP's threads as torch's own ops do: -fopenmp for GCC; for LLVM's clang also at link, for its libomp. On
     macOS, whose clang has no -fopenmp of its own, torch's wheel ships LLVM's omp.h (torch/include) and the
-    libomp.dylib torch runs on (torch/lib, on the link's library path): -Xpreprocessor -fopenmp and -lomp. Where a
-    Mac's torch has no omp.h, none: the kernels build and run on one thread (logged)."""
+    libomp.dylib torch runs on (torch/lib, on the link's library path): -Xpreprocessor -fopenmp and -lomp, with
+    torch/lib as a run path for its install name (@rpath/libomp.dylib). Where a Mac's torch has no omp.h, none: the
+    kernels build and run on one thread (logged)."""
     from torch.utils.cpp_extension import TORCH_LIB_PATH, include_paths
 
     if sys.platform == "darwin":
         if any((Path(d) / "omp.h").exists() for d in include_paths()) and any(Path(TORCH_LIB_PATH).glob("libomp*")):
-            return ["-Xpreprocessor", "-fopenmp"], ["-lomp"]
+            return ["-Xpreprocessor", "-fopenmp"], ["-lomp", f"-Wl,-rpath,{TORCH_LIB_PATH}"]  # @rpath/libomp.dylib
         log.warning("torch has no omp.h or libomp here: nsample's C++ kernels will run on one thread")
         return [], []
     return ["-fopenmp"], ["-fopenmp"] if _clang(compiler) else []
