@@ -135,14 +135,16 @@ def kernels(work: Path, root: Path, target: Path, clang: bool) -> Path:
     by clang (LLVM's OpenMP runtime, libomp, from Debian's arm64 package into the root), the compiler of macOS."""
     torch_dir, out = target / "torch", work / ("kernels-clang" if clang else "kernels")
     out.mkdir(exist_ok=True)
-    cxx = ["clang++", "--target=aarch64-linux-gnu"] if clang else ["aarch64-linux-gnu-g++", "-Wno-psabi"]
-    cflags, ldflags = flags("neon")  # psabi: GCC's note on a pair's ABI change in GCC 10
+    cxx = (["clang++", "--target=aarch64-linux-gnu"] if clang
+           else ["aarch64-linux-gnu-g++", "-Wno-psabi"])  # psabi: GCC's note on a pair's ABI change in GCC 10
+    cflags, ldflags = flags("neon")
     if clang:
         libomp = root / "usr/lib/llvm-14/lib"
         ldflags = ["-fopenmp", f"-L{libomp}", "-Wl,-rpath,/usr/lib/llvm-14/lib"]  # the root is qemu's -L prefix
         if not (libomp / "libomp.so.5").exists():
             run("apt-get", "download", "-q", "libomp5-14:arm64", cwd=work / "debs")
             run("dpkg", "-x", next((work / "debs").glob("libomp5-14_*_arm64.deb")), root)
+        if not (libomp / "libomp.so").exists():  # what -lomp links; the package holds libomp.so.5 alone
             (libomp / "libomp.so").symlink_to("libomp.so.5")
     compile_flags = ["-DTORCH_EXTENSION_NAME=nsample_kernels_neon", "-DTORCH_API_INCLUDE_EXTENSION_H",
                      "-isystem", torch_dir / "include", "-isystem", torch_dir / "include/torch/csrc/api/include",

@@ -23,8 +23,7 @@ the caller, e.g. a test process; files appear atomically (written under a tempor
 For every file it prints the tensor count per ggml type, the type(s) of each tensor kind, and the size.
 
 Usage: python scripts/make_fixtures.py [--embedded] [--large] [--7b] [--qwen3] [--gemma3] [--types Q4_K_M ...]
-                                       [--out DIR]
-                                       [--paths]
+                                       [--out DIR] [--paths]
        python scripts/benchmark.py --gguf $(python scripts/make_fixtures.py --embedded --large --paths)
 In tests: sys.path.insert(0, "scripts"); from make_fixtures import fixture; path = fixture("Q4_K_M")
 """
@@ -294,7 +293,7 @@ def main():
     ap.add_argument("--qwen3", action="store_true",
                     help="a 0.75B random Qwen 3 of Qwen3-0.6B's shape (q/k norms, head size 128, tied) as Q4_K_M")
     ap.add_argument("--gemma3", action="store_true",
-                    help="a 1.1B random Gemma 3 of Gemma-3-1B's shape (SmolLM2's vocabulary) as Q4_K_M")
+                    help="a 0.75B random Gemma 3 of Gemma-3-1B's shape (SmolLM2's vocabulary) as Q4_K_M")
     ap.add_argument("--types", nargs="+", choices=FTYPES, default=None,
                     help=f"types to build (default {' '.join(EMBEDDED_TYPES)} for --embedded, "
                          f"{' '.join(MODELS['large'][2])} for --large, {' '.join(MODELS['7b'][2])} for --7b, "
