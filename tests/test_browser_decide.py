@@ -1,11 +1,14 @@
 """Deciding between the cards in headless Chromium (tiny model): ratings, blind mode, the DPO export."""
 import json
 import re
+import threading
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 from test_browser import browser, fill_text, open_page, server, set_number, visible_cards  # noqa: F401 (fixtures)
+
+from nsample.ui import decide
 
 ARITHMETIC = "What is 17 + 25? Answer with just the number."
 
@@ -160,6 +163,33 @@ def test_votes_chips_bar_filter_checks_and_pass_at_k(page):
     page.locator("#ns-check-value textarea").fill("def check(text):\n    return True")
     page.locator("#ns-check").click()
     expect(page.locator("#ns-check-summary")).to_contain_text("Check refused")
+
+
+def test_the_last_extractor_setting_wins_while_an_earlier_one_is_being_answered(page, monkeypatch):
+    """CI saw it: the extractor's change was still being answered when the pattern's Enter came, and that Enter was
+    dropped (Gradio's default trigger mode skips a trigger while its event runs), so no chart showed. Here the
+    server holds the first answer (an empty regex) until the Enter has been pressed, on any machine."""
+    ask(page, n=8, max_tokens=8, seed=11)
+    page.wait_for_timeout(1000)  # the vote event chained after Generate has ended
+    entered, release = threading.Event(), threading.Event()
+    extract_spec = decide.extract_spec
+
+    def held(preset, pattern=""):
+        if preset == "regex" and not pattern:
+            entered.set()
+            release.wait(30)  # blocks the server's event loop: the page still counts the event as running
+        return extract_spec(preset, pattern)
+
+    monkeypatch.setattr(decide, "extract_spec", held)
+    page.locator("#ns-extract input").click()
+    page.get_by_role("option", name="regex").click()
+    assert entered.wait(30), "the extractor's change was not answered"
+    page.locator("#ns-extract-pattern textarea").fill(r"([a-z])")
+    page.locator("#ns-extract-pattern textarea").press("Enter")
+    page.wait_for_timeout(500)
+    release.set()
+    expect(page.locator("#ns-vote-plot")).to_contain_text("regex")
+    expect(page.locator("#ns-majority")).not_to_contain_text("Cannot extract")
 
 
 def test_a_tokens_alternative_branches(page):

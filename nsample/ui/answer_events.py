@@ -49,8 +49,9 @@ def wire(page, config: PageConfig):
     a, local = page.answers, {"api_visibility": "private"}
     inputs, outputs = [page.run, *a.inputs], [*page.grid.cards, *render.decided(page, None)]
     fn = partial(_decide, page, config)
+    # always_last: a change made while an earlier one is answered runs after it (Gradio's default drops it)
     gr.on([a.extract.input, a.pattern.submit, a.pattern.blur, a.check_button.click, a.check_value.submit], fn, inputs,
-          outputs, **local)
+          outputs, trigger_mode="always_last", **local)
     return lambda event: event.then(fn, inputs, outputs, **local)
 
 

@@ -31,7 +31,7 @@ def wire(page, run_outputs: list, view_inputs: list, view_outputs: list) -> None
                    **local)
     for picker in (ex.breadcrumb, ex.runs):
         picker.input(partial(_go_to, page), [page.tree, picker, ex.sort, ex.k], run_outputs,
-                     api_visibility="private")
+                     trigger_mode="always_last", api_visibility="private")  # queued: the last pick is shown
 
 
 def _card_click(page, index: int):
