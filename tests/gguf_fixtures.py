@@ -26,7 +26,8 @@ TYPES = {
 @functools.cache
 def tiny_gguf_file(kind: str, layers: int = 2) -> Path:
     """The tiny model (hidden 256, head dim 64) as a GGUF file of `kind` (TYPES), or a tiny model of another
-    architecture (tiny_gguf.ARCHS: "gemma2", "gemma3", "qwen3") in the Q4_K_M-like mix; written once per session."""
+    architecture (tiny_gguf.ARCHS: "gemma2", "gemma3", "qwen3", "qwen3moe", "qwen2moe") in the Q4_K_M-like mix;
+    written once per session."""
     root = Path(tempfile.mkdtemp(prefix="nsample-gguf-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     path = root / f"tiny-{kind}-{layers}.gguf"

@@ -52,8 +52,9 @@ def _add(writer, name: str, w: torch.Tensor, type_id: int) -> None:
 
     if type_id == F32 or w.dim() == 1:
         writer.add_tensor(name, w.detach().float().numpy())
-    else:
-        writer.add_tensor(name, quantize(w, type_id).numpy(), raw_dtype=GGMLQuantizationType(type_id))
+    else:  # a 3-D tensor (experts) is quantized as its rows, as llama.cpp's quantizer does
+        blocks = quantize(w.reshape(-1, w.shape[-1]), type_id)
+        writer.add_tensor(name, blocks.reshape(*w.shape[:-1], -1).numpy(), raw_dtype=GGMLQuantizationType(type_id))
 
 
 def _add_value(writer, key: str, value) -> None:
@@ -137,7 +138,17 @@ ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyon
     "gemma2": ("gemma2", dict(sliding_window=64, attn_logit_softcapping=50.0, final_logit_softcapping=30.0)),
     "gemma3": ("gemma3_text", dict(sliding_window=64)),
     "qwen3": ("qwen3", dict(head_dim=128, tie_word_embeddings=True)),  # transformers reads no head size for Qwen 3
+    # mixtures of experts: 8 experts of 256 (K-quant rows), 2 a token, an untied head (llama.cpp wants Qwen 2 MoE's);
+    # Qwen 3's top-k weights normalized (llama.cpp always does for qwen3moe); Qwen 2's with a shared expert and its gate
+    "qwen3moe": ("qwen3_moe", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256,
+                                   norm_topk_prob=True, tie_word_embeddings=False)),
+    "qwen2moe": ("qwen2_moe", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256,
+                                   shared_expert_intermediate_size=512, norm_topk_prob=False,
+                                   tie_word_embeddings=False)),
 }
+EXPERT_KEYS = {"num_experts": "expert_count", "num_experts_per_tok": "expert_used_count",
+               "moe_intermediate_size": "expert_feed_forward_length",
+               "shared_expert_intermediate_size": "expert_shared_feed_forward_length"}  # gguf-py's names
 
 
 def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, seed: int = 0,
@@ -168,14 +179,27 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
             writer.add_sliding_window(value)
         elif key.endswith("softcapping"):
             writer.add_float32(f"{arch}.{key}", value)
+        elif key in EXPERT_KEYS:
+            writer.add_uint32(f"{arch}.{EXPERT_KEYS[key]}", value)
     names = gguf.get_tensor_name_map(next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch), layers)
     for hf_name, w in model.state_dict().items():
         if hf_name == "lm_head.weight":
-            continue  # tied to the embedding
+            if not model.config.tie_word_embeddings:  # output.weight, in the embedding's format unless `types` says
+                _add(writer, "output.weight", w, types.get("output", types.get("token_embd", F32)))
+            continue
         base, suffix = hf_name.rsplit(".", 1)
+        if base.endswith(".experts"):  # (experts, rows, columns): gate and up fused in transformers, apart in a file
+            parts = w.chunk(2, dim=1) if suffix == "gate_up_proj" else (w,)
+            for part, kind in zip(parts, ("gate_proj", "up_proj") if suffix == "gate_up_proj" else (suffix,)):
+                name = f"{names.get_name(f'{base}.{kind}')}.weight"
+                _add(writer, name, part, types.get(name.split(".")[-2].removesuffix("_exps"), F32))
+            continue
         name = f"{names.get_name(base)}.{suffix}"
         if "norm" in base:  # a scale around 1 (Gemma's norms scale by 1 + w, and its converter stores the 1 + w)
             writer.add_tensor(name, (torch.rand(w.shape, generator=rng) + 0.5).numpy())
             continue
-        _add(writer, name, w, types.get(name.split(".")[-2] if name.startswith("blk.") else name.split(".")[0], F32))
+        if ".ffn_gate_inp_shexp." in name:  # the shared expert's gate: one row, which llama.cpp's converter stores 1-D
+            w = w.reshape(-1)
+        kind = name.split(".")[-2] if name.startswith("blk.") else name.split(".")[0]
+        _add(writer, name, w, types.get(kind.removesuffix("_shexp"), F32))  # a shared expert as the MLP
     return _finish(writer, path)

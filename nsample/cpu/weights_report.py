@@ -48,7 +48,8 @@ def _path(m: nn.Module) -> tuple[str | None, int]:
 
 
 def _kind(name: str) -> str:
-    """model.layers.3.self_attn.q_proj -> self_attn.q_proj; a grouped int8 layer is named by its members."""
-    name = re.sub(r"^(model\.)?(layers\.\d+\.)?", "", re.sub(r"\.linear$", "", name))
+    """model.layers.3.self_attn.q_proj -> self_attn.q_proj; model.layers.3.mlp.experts.gate.5 -> mlp.experts.gate (an
+    expert's projection, gguf_experts.py); a grouped int8 layer is named by its members."""
+    name = re.sub(r"^(model\.)?(layers\.\d+\.)?", "", re.sub(r"\.linear$|(\.experts\.\w+)\.\d+$", r"\1", name))
     return re.sub(r"^model\.", "", name)
 

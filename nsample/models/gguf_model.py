@@ -17,11 +17,15 @@ and takes tens of seconds; llama.cpp maps the file and computes on its blocks. S
   transformers ignores both;
 - files that store norms as 1 + w (Gemma 2 and 3) get them shifted by transformers' own processor, and an
   embedding that scales its rows (Gemma's, by sqrt(hidden)) becomes a GGUFEmbedding that scales them alike.
-Architectures whose tensors transformers transforms beyond that (fused experts, reshaped convolutions, ...) are
+- Qwen 2 and 3 MoE files keep each expert's projections on its rows of the file's 3-D expert tensors, and their
+  router on its (float32) blocks, where transformers fuses the experts into float32 parameters (gguf_experts.py);
+  their expert sizes, which transformers' GGUF config does not read, come from the file (`_read_missing`).
+Architectures whose tensors transformers transforms beyond that (gpt-oss's experts, reshaped convolutions, ...) are
 not handled here: `supported()` says no and the caller loads them through transformers' float32 path.
 """
 import json
 import os
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -30,13 +34,17 @@ import numpy as np
 import torch
 from torch import nn
 
+from nsample.cpu import gguf_experts
+from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
 from nsample.models import model_cache, rope_factors, rope_scaling
 
 INDEX = "gguf_tensors.json"
-VERSION = "gguf2"  # of the metadata entries: gguf2 holds the rope scaling (rope_scaling.py) and head size
+VERSION = "gguf3"  # of the metadata entries: gguf2 added the rope scaling (rope_scaling.py), gguf3 the experts' sizes
+OLDER = ("gguf", "gguf2")  # earlier versions' entries, removed when a file's entry is made again
 NAMES = "gguf_names.json"
 Q8_0 = 8
+EXPERT_TENSOR = re.compile(r"\.ffn_(gate|up|down)_exps\.weight$")  # a layer's experts, (experts, rows, row bytes)
 
 
 def metadata(path: Path, cache: Path) -> Path:
@@ -44,7 +52,8 @@ def metadata(path: Path, cache: Path) -> Path:
     target = cache / f"{path.stem}-{model_cache.key(path)}-{VERSION}"
     if (target / INDEX).is_file():
         return target
-    shutil.rmtree(cache / f"{path.stem}-{model_cache.key(path)}-gguf", ignore_errors=True)  # before VERSION: no rope
+    for older in OLDER:
+        shutil.rmtree(cache / f"{path.stem}-{model_cache.key(path)}-{older}", ignore_errors=True)
     from transformers import AutoConfig, AutoTokenizer
 
     from nsample.models.gguf_reading import shared_reading
@@ -60,7 +69,7 @@ def metadata(path: Path, cache: Path) -> Path:
                  "rope_scaling": rope_scaling.read(rope, arch, int(context.contents()) if context else 0)}
         config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
         rope_scaling.configure(config, index["rope_scaling"])
-        _read_head_dim(config, reader, arch)
+        _read_missing(config, reader, arch)
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
 
     def write(folder: Path) -> None:
@@ -71,24 +80,29 @@ def metadata(path: Path, cache: Path) -> Path:
     return model_cache.make(target, path, INDEX, write)
 
 
-def _read_head_dim(config, reader, arch: str) -> None:
-    """The head size a file stores (attention.key_length) where transformers' GGUF config reads none for its
-    architecture (Qwen 3: it assumes 128, true of every released Qwen 3 but not of every file)."""
-    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+MISSING = {"head_dim": "attention.key_length", "moe_intermediate_size": "expert_feed_forward_length",
+           "shared_expert_intermediate_size": "expert_shared_feed_forward_length"}  # config attribute -> GGUF key
 
-    field, read = reader.fields.get(f"{arch}.attention.key_length"), GGUF_CONFIG_MAPPING.get(arch, {}).values()
-    if field is not None and hasattr(config, "head_dim") and "head_dim" not in read:
-        config.head_dim = int(field.contents())
+
+def _read_missing(config, reader, arch: str) -> None:
+    """Sizes a file stores where transformers' GGUF config reads none for its architecture: the head size (Qwen 3:
+    it assumes 128, true of every released Qwen 3 but not of every file), an expert's and a shared expert's MLP
+    size (Qwen 2 and 3 MoE: it keeps its defaults, Qwen1.5-MoE-A2.7B's and Qwen3-30B-A3B's)."""
+    for attr, key in MISSING.items():  # the file's own value, where transformers read one too
+        field = reader.fields.get(f"{arch}.{key}")
+        if field is not None and hasattr(config, attr):
+            setattr(config, attr, int(field.contents()))
 
 
 def _processor_class(arch: str):
     """transformers' tensor processor class for `arch` if all it does is rename, permute llama's q/k rows (done
-    here on the blocks' rows) or shift norm weights (Gemma 2 and 3 store 1 + w: done here on the float32 norms, by
-    the processor itself), else None. (Nemotron's processor does what Gemma's does, but no test covers its files.)"""
+    here on the blocks' rows), shift norm weights (Gemma 2 and 3 store 1 + w: done here on the float32 norms, by
+    the processor itself) or fuse Qwen 2 and 3 MoE experts (kept apart here, on the blocks: gguf_experts.py), else
+    None. (Nemotron's processor does what Gemma's does, but no test covers its files.)"""
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
     handled = [getattr(gguf_utils, name, None) for name in (
-        "TensorProcessor", "LlamaTensorProcessor", "Gemma2TensorProcessor")]
+        "TensorProcessor", "LlamaTensorProcessor", "Gemma2TensorProcessor", "Qwen2MoeTensorProcessor")]
     cls = gguf_utils.TENSOR_PROCESSORS.get(arch, gguf_utils.TensorProcessor)
     return cls if cls in handled else None
 
@@ -115,12 +129,19 @@ def load(path: Path, cache: Path):
     tensors = {names[n]: (n, info) for n, info in index["tensors"].items() if n in names}
     if "lm_head.weight" not in tensors and config.tie_word_embeddings:
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
-    raws = {}
+    raws, experts = {}, {}
+    for gguf_name, info in index["tensors"].items():
+        found, hf_name = EXPERT_TENSOR.search(gguf_name), names.get(gguf_name.removesuffix(".weight"))
+        if found and hf_name:  # transformers' map names the tensor without .weight, gate and up both gate_up_proj
+            experts.setdefault(hf_name.rsplit(".", 1)[0], {})[found[1]] = _rows(data, info), info["type"]
     for hf_name, (gguf_name, info) in tensors.items():
-        raw = data[info["offset"]:info["offset"] + info["nbytes"]].view(info["shape"][0], -1)
+        raw = _rows(data, info)
         if ".attn_q." in gguf_name or ".attn_k." in gguf_name:
             raw = raw[_row_order(processor, gguf_name, len(raw))]  # llama: back to transformers' rotary layout
-        raws[hf_name] = raw, info["type"]
+        if not EXPERT_TENSOR.search(gguf_name):
+            raws[hf_name] = raw, info["type"]
+    for module_name, parts in experts.items():
+        _install_experts(model, module_name, parts)
     for hf_name, (raw, type_id) in raws.items():
         _install(model, hf_name, raw, type_id, raws,
                  lambda w, name=tensors[hf_name][0]: torch.from_numpy(processor.process(w.numpy(), name).weights))
@@ -160,11 +181,12 @@ def _install(model: nn.Module, hf_name: str, raw: torch.Tensor, type_id: int, ra
     module = model.get_submodule(parent_name)
     parent, child = _parent_of(model, parent_name)
     if attr == "weight" and type(module) is nn.Linear:
-        K = module.in_features
-        if not readable(type_id, K):
-            raw, type_id = _to_q8_0(raw, type_id, K), Q8_0
         bias = raws.get(f"{parent_name}.bias")
-        setattr(parent, child, GGUFLinear(raw, type_id, K, None if bias is None else _dense_raw(*bias).view(-1)))
+        setattr(parent, child, _linear(raw, type_id, module.in_features,
+                                       None if bias is None else _dense_raw(*bias).view(-1)))
+    elif attr == "weight" and gguf_experts.is_router(module):
+        setattr(parent, child, GGUFRouter(_linear(raw, type_id, module.hidden_dim), module.top_k,
+                                          module.norm_topk_prob))
     elif (attr == "weight" and isinstance(module, nn.Embedding) and readable(type_id, module.embedding_dim)
           and (scale := _embedding_scale(module)) is not False):
         setattr(parent, child, GGUFEmbedding(raw, type_id, module.embedding_dim, scale))
@@ -173,6 +195,35 @@ def _install(model: nn.Module, hf_name: str, raw: torch.Tensor, type_id: int, ra
     else:  # norms and the like: small, float32 (and an embedding in a format the kernels do not read)
         old = getattr(module, attr)
         setattr(module, attr, nn.Parameter(process(_dense_raw(raw, type_id)).reshape(old.shape), requires_grad=False))
+
+
+def _linear(raw: torch.Tensor, type_id: int, K: int, bias: torch.Tensor | None = None) -> GGUFLinear:
+    """A projection on `raw`'s blocks; on Q8_0 blocks rounded from them where the kernels do not read its format."""
+    if not readable(type_id, K):
+        raw, type_id = _to_q8_0(raw, type_id, K), Q8_0
+    return GGUFLinear(raw, type_id, K, bias)
+
+
+def _install_experts(model: nn.Module, name: str, parts: dict[str, tuple[torch.Tensor, int]]) -> None:
+    """A layer's experts (transformers' module `name`) on the file's ffn_{gate,up,down}_exps rows."""
+    module = model.get_submodule(name)
+    if not gguf_experts.is_experts(module) or set(parts) != set(gguf_experts.KINDS):
+        raise ValueError(f"{name}: experts of {type(module).__name__} with tensors {sorted(parts)} are not handled")
+    columns = {"gate": module.gate_up_proj.shape[-1], "up": module.gate_up_proj.shape[-1],
+               "down": module.down_proj.shape[-1]}
+    tensors = {}
+    for kind, (raw, type_id) in parts.items():
+        linear = _linear(raw, type_id, columns[kind])  # rounded to Q8_0 where need be, all experts at once
+        tensors[kind] = linear.blocks, linear.type_id, columns[kind]
+    parent, child = _parent_of(model, name)
+    setattr(parent, child, GGUFExperts(tensors, module.num_experts, module.act_fn))
+
+
+def _rows(data: torch.Tensor, info: dict) -> torch.Tensor:
+    """A file tensor's bytes as its rows (rows, row bytes): a 3-D one's (experts * rows), a 1-D one as one row."""
+    shape = info["shape"]
+    return data[info["offset"]:info["offset"] + info["nbytes"]].view(int(np.prod(shape[:-1])) if len(shape) > 1 else 1,
+                                                                       -1)
 
 
 def _embedding_scale(module: nn.Embedding) -> float | None | bool:

@@ -1,0 +1,69 @@
+"""A mixture of experts on a GGUF file's own blocks: Qwen 2 and Qwen 3 MoE (Qwen1.5-MoE, Qwen3-30B-A3B, ...).
+
+A file holds each layer's experts as three 3-D tensors, (experts, rows, row bytes): ffn_gate_exps, ffn_up_exps and
+ffn_down_exps. transformers' own GGUF loading dequantizes them into its fused float32 parameters (gate_up_proj, with
+gate and up interleaved, and down_proj: 4 bytes a weight, 120 GB for Qwen3-30B-A3B). Here each expert's projection
+is a GGUFLinear on its slice of the mapped file's rows, so an expert costs nothing until a token is routed to it and
+then what its blocks cost, as in llama.cpp. The router (ffn_gate_inp, float32 in llama.cpp's files) is a GGUFLinear
+too, so each row's routing, like its experts' sums, never depends on the rows beside it (the seed contract).
+
+The arithmetic is transformers' (Qwen3MoeTopKRouter, Qwen3MoeExperts; Qwen 2's are the same code): softmax over the
+experts in float32, the top k, normalized where the config says (norm_topk_prob); each routed expert's
+down(act(gate(x)) * up(x)) times its weight, summed into the token's row in ascending expert order.
+"""
+import torch
+from torch import nn
+
+from nsample.cpu.gguf_linear import GGUFLinear
+
+ROUTERS = {"Qwen2MoeTopKRouter", "Qwen3MoeTopKRouter"}  # transformers' classes whose arithmetic these repeat
+EXPERTS = {"Qwen2MoeExperts", "Qwen3MoeExperts"}
+KINDS = ("gate", "up", "down")  # ffn_{kind}_exps
+
+
+class GGUFRouter(nn.Module):
+    """transformers' top-k router with its logits on the file's blocks: (logits, top-k weights, top-k experts)."""
+
+    def __init__(self, linear: GGUFLinear, top_k: int, norm_topk_prob: bool):
+        super().__init__()
+        self.linear, self.top_k, self.norm_topk_prob = linear, top_k, norm_topk_prob
+
+    def forward(self, hidden_states: torch.Tensor):
+        logits = self.linear(hidden_states.reshape(-1, self.linear.in_features))  # (T, E)
+        probs = torch.softmax(logits, dtype=torch.float, dim=-1)
+        top, experts = torch.topk(probs, self.top_k, dim=-1)  # (T, k), (T, k)
+        if self.norm_topk_prob:
+            top = top / top.sum(dim=-1, keepdim=True)
+        return logits, top.to(logits.dtype), experts
+
+
+class GGUFExperts(nn.Module):
+    """A layer's experts, each projection a GGUFLinear on its rows of the file's 3-D tensor, called as
+    transformers' experts module is: (hidden (T, H), top-k experts (T, k), top-k weights (T, k)) -> (T, H)."""
+
+    def __init__(self, tensors: dict[str, tuple[torch.Tensor, int, int]], num_experts: int, act_fn: nn.Module):
+        """tensors: kind (KINDS) -> (the tensor's rows (experts * rows, row bytes), ggml type, columns)."""
+        super().__init__()
+        self.num_experts, self.act_fn = num_experts, act_fn
+        for kind in KINDS:
+            raw, type_id, K = tensors[kind]
+            rows = len(raw) // num_experts
+            setattr(self, kind, nn.ModuleList(GGUFLinear(raw[e * rows:(e + 1) * rows], type_id, K)
+                                              for e in range(num_experts)))
+
+    def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor):
+        out = torch.zeros_like(hidden_states)  # (T, H)
+        for e in torch.unique(top_k_index).tolist():  # ascending: each row sums its experts in one order
+            token, slot = torch.where(top_k_index == e)  # the rows routed to e, and where e is in their top k
+            x = hidden_states[token]  # (t, H)
+            y = self.down[e](self.act_fn(self.gate[e](x)) * self.up[e](x))  # (t, H)
+            out.index_add_(0, token, y * top_k_weights[token, slot, None])
+        return out
+
+
+def is_router(module: nn.Module) -> bool:
+    return type(module).__name__ in ROUTERS
+
+
+def is_experts(module: nn.Module) -> bool:
+    return type(module).__name__ in EXPERTS

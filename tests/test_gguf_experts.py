@@ -1,0 +1,109 @@
+"""Mixture-of-experts GGUF files (Qwen 3 MoE, Qwen 2 MoE with its shared expert) loaded as their blocks
+(nsample/cpu/gguf_experts.py): each expert's projections on its rows of the file's 3-D tensors, never transformers'
+fused float32 copy. The experts are transformers' own dequantized weights bitwise, the logits within 1e-4 of its
+forward (with the expert sizes it does not read from the file), llama.cpp's own on a float32 file, greedy choices
+those of the float32 model, and the seed contract holds."""
+import ggml_quantizer as gq
+import numpy as np
+import pytest
+import tiny_gguf
+import torch
+from gguf_fixtures import TYPES, engine_pair, tiny_gguf_file
+from seed_contract import assert_choices_replay_alone
+from transformers import AutoConfig
+
+import nsample
+from nsample.cpu import kernels, weights_report
+from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
+
+pytestmark = pytest.mark.skipif(kernels.ops() is None or not gq.available(),
+                                reason="no C++ kernels here, or no llama.cpp quantizer (llama-cpp-python)")
+IDS = torch.tensor([[1, 50, 700, 3000, 12, 9, 44, 1000, 2, 77, 5000, 300]])
+ARCHS = ["qwen3moe", "qwen2moe"]
+
+
+@pytest.fixture(scope="module", params=ARCHS)
+def moe(request):
+    """(the file as its blocks, the file through transformers' float32 conversion) for one architecture."""
+    with engine_pair(tiny_gguf_file(request.param)) as (fast, ref):
+        yield fast, ref
+
+
+@torch.inference_mode()
+def test_each_expert_is_transformers_own_weights_bitwise_and_nothing_is_float32_but_norms(moe):
+    fast, ref = moe
+    assert fast.quantize == "gguf"
+    size = fast.model.config.moe_intermediate_size
+    assert size == ref.model.config.moe_intermediate_size == 256  # the file's, where transformers keeps its 768/1408
+    for layer, ref_layer in zip(fast.model.model.layers, ref.model.model.layers):
+        experts, want = layer.mlp.experts, ref_layer.mlp.experts
+        assert isinstance(experts, GGUFExperts) and isinstance(layer.mlp.gate, GGUFRouter)
+        for e in range(experts.num_experts):
+            assert torch.equal(experts.gate[e].dequantize(), want.gate_up_proj[e, :size])  # gate, then up, fused
+            assert torch.equal(experts.up[e].dequantize(), want.gate_up_proj[e, size:])
+            assert torch.equal(experts.down[e].dequantize(), want.down_proj[e])
+        assert torch.equal(layer.mlp.gate.linear.dequantize(), ref_layer.mlp.gate.weight)
+    params = dict(fast.model.named_parameters())
+    assert params and all("norm" in n or n.endswith(".bias") for n in params)
+    assert (fast.model(IDS).logits - ref.model(IDS).logits).abs().max() < 1e-4
+    paths = weights_report.describe(fast.model)["paths"]
+    assert paths["mlp.experts.gate"] == "Q4_K blocks" and paths["mlp.experts.down"] == "Q6_K blocks"
+    assert paths["mlp.gate"] == "F32 blocks"
+
+
+def test_greedy_choices_are_those_of_transformers_float32_model_of_the_file(moe):
+    fast, ref = moe
+    same = 0
+    prompts = ["Write a short poem about the sea.", "What is 17 times 23?", "Name three colours.", "Say hello."]
+    for p in prompts:
+        a, b = (e.generate([{"role": "user", "content": p}], n=2, temperature=0, max_tokens=24) for e in (ref, fast))
+        assert a.choices[0].token_ids == a.choices[1].token_ids
+        same += a.choices[0].token_ids == b.choices[0].token_ids == b.choices[1].token_ids
+    assert same >= len(prompts) - 1  # float32 up to the order of sums: a near-tie may flip one
+
+
+def test_the_seed_contract_holds_on_the_experts_blocks(moe):
+    fast, _ = moe
+    assert_choices_replay_alone(fast, [{"role": "user", "content": "Write a short poem about the sea."}], n=4,
+                                seed=11, max_tokens=24, ignore_eos=True)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@torch.inference_mode()
+def test_the_logits_are_llama_cpps_on_a_float32_file(tmp_path, arch):
+    """llama.cpp routes as nsample does: Qwen 3 MoE's top-k weights normalized, Qwen 2 MoE's not, the shared expert
+    gated. On float32 weights and KV cache the two engines agree to float32 noise; flipping the normalization moves
+    the logits far more than that."""
+    import llama_cpp  # with the quantizer (gq.available)
+
+    path = tiny_gguf.write_arch(tmp_path / f"tiny-{arch}-f32.gguf", arch, {})
+    llm = llama_cpp.Llama(str(path), n_ctx=64, logits_all=True, n_threads=2, verbose=False, type_k=0, type_v=0)
+    try:
+        llm.eval(IDS[0].tolist())
+        want = torch.from_numpy(np.array(llm.scores[:IDS.shape[1]], dtype=np.float32))
+    finally:
+        llm.close()
+    engine = nsample.load(str(path))
+    try:
+        got = engine.model(IDS).logits[0]
+        for router in (m for m in engine.model.modules() if isinstance(m, GGUFRouter)):
+            router.norm_topk_prob = not router.norm_topk_prob
+        flipped = engine.model(IDS).logits[0]
+    finally:
+        engine.close()
+    assert (got - want).abs().max() < 1e-4  # 1.3e-6 here
+    assert (flipped - want).abs().max() > 0.05  # 0.26-0.30 here
+
+
+def test_a_file_of_other_expert_sizes_loads_on_both_paths(tmp_path):
+    """transformers' GGUF config reads no expert MLP size (it keeps Qwen3-30B-A3B's 768) and its own load of such a
+    file fails on the shapes; nsample reads the file's (expert_feed_forward_length) on both load paths."""
+    path = tiny_gguf.write_arch(tmp_path / "tiny-qwen3moe.gguf", "qwen3moe", TYPES["mix"])
+    assert AutoConfig.from_pretrained(path.parent, gguf_file=path.name).moe_intermediate_size == 768
+    for quantize in ("gguf", "none"):
+        engine = nsample.load(str(path), quantize=quantize)
+        try:
+            assert engine.quantize == quantize and engine.model.config.moe_intermediate_size == 256
+            assert len(engine.generate("Hi", n=2, max_tokens=4, ignore_eos=True).choices[1].token_ids) == 4
+        finally:
+            engine.close()
