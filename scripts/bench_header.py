@@ -9,7 +9,11 @@ NSAMPLE_METHODS = ("fast", "fast-int8", "int8", "fp32", "nrs")  # the order the 
 HF_KINDS = {"embed_tokens": "token_embd", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate",
             "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "lm_head": "output", "norm": "output_norm",
-            "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}  # transformers' names -> GGUF's
+            "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "mlp.gate": "ffn_gate_inp",
+            "mlp.experts.gate": "ffn_gate_exps", "mlp.experts.up": "ffn_up_exps", "mlp.experts.down": "ffn_down_exps",
+            "mlp.shared_expert.gate_proj": "ffn_gate_shexp", "mlp.shared_expert.up_proj": "ffn_up_shexp",
+            "mlp.shared_expert.down_proj": "ffn_down_shexp", "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
+            }  # transformers' names -> GGUF's (Qwen 2 and 3 MoE's experts, router and shared expert too)
 MIB = 2**20
 
 

@@ -16,13 +16,17 @@
   --gemma3              a Gemma 3 of Gemma-3-1B's shape (GEMMA3: q and k head norms and norms after the attention
                         and the MLP, all 1.0 as stored, so Gemma's 1 + w is 1; head size 256, one KV head, a 512-token
                         sliding window on five layers of six; SmolLM2's vocabulary, so 0.75B parameters), Q4_K_M.
+  --qwen3moe            a Qwen 3 MoE of Qwen3-30B-A3B's kind scaled down (QWEN3MOE: 64 experts of 512 in each of 12
+                        layers, 8 a token, a float32 router; q/k head norms, head size 128, an untied head; SmolLM2's
+                        vocabulary, so 1.4B parameters of which 0.3B a token), Q4_K_M.
 Files go to --out (default $NSAMPLE_CACHE_DIR/fixtures, else ~/.cache/nsample/fixtures), named by a key of their
 source file's path, size and mtime (as nsample.models.model_loader.converted_gguf keys its cache); a file that already
 exists is kept. Each quantization runs in a child process, so llama.cpp (and its OpenMP runtime) never loads into
 the caller, e.g. a test process; files appear atomically (written under a temporary name, then renamed).
 For every file it prints the tensor count per ggml type, the type(s) of each tensor kind, and the size.
 
-Usage: python scripts/make_fixtures.py [--embedded] [--large] [--7b] [--qwen3] [--gemma3] [--types Q4_K_M ...]
+Usage: python scripts/make_fixtures.py [--embedded] [--large] [--7b] [--qwen3] [--gemma3] [--qwen3moe]
+                                       [--types Q4_K_M ...]
                                        [--out DIR] [--paths]
        python scripts/benchmark.py --gguf $(python scripts/make_fixtures.py --embedded --large --paths)
 In tests: sys.path.insert(0, "scripts"); from make_fixtures import fixture; path = fixture("Q4_K_M")
@@ -57,10 +61,14 @@ QWEN3 = {"arch": "qwen3", "hidden": 1024, "intermediate": 3072, "layers": 28, "h
 GEMMA3 = {"arch": "gemma3", "hidden": 1152, "intermediate": 6912, "layers": 26, "heads": 4, "kv_heads": 1,
           "head_dim": 256, "tied": True, "context": 32768, "rope_base": 1000000.0, "rms_eps": 1e-6,
           "sliding_window": 512}  # Gemma-3-1B's
+QWEN3MOE = {"arch": "qwen3moe", "hidden": 1024, "intermediate": 3072, "layers": 12, "heads": 16, "kv_heads": 4,
+            "head_dim": 128, "experts": 64, "experts_used": 8, "expert_ff": 512, "context": 4096,
+            "rope_base": 1000000.0, "rms_eps": 1e-6}  # Qwen3-30B-A3B's kind (8 of its experts a token), scaled down
 MODELS = {"large": ("TinyLlama-1.1B-random", LARGE, ("Q4_1", "Q4_K_M")),
           "7b": ("Mistral-7B-random", SEVEN_B, ("Q4_K_M",)),
           "qwen3": ("Qwen3-0.6B-random", QWEN3, ("Q4_K_M",)),
-          "gemma3": ("Gemma3-1B-random", GEMMA3, ("Q4_K_M",))}  # fixture prefix -> name, shape, default types
+          "gemma3": ("Gemma3-1B-random", GEMMA3, ("Q4_K_M",)),
+          "qwen3moe": ("Qwen3-MoE-1.4B-A0.3B-random", QWEN3MOE, ("Q4_K_M",))}  # prefix -> name, shape, default types
 KINDS = ("token_embd", "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
          "ffn_down", "output_norm", "output")  # the order kinds are listed in (others after them)
 SEED, STD = 0, 0.02
@@ -166,19 +174,29 @@ def large_tensors(vocab: int, shape: dict) -> list[tuple[str, tuple[int, ...]]]:
     layer = [("attn_norm", (h,)), ("attn_q", (q, h)), ("attn_k", (kv, h)), ("attn_v", (kv, h)),
              ("attn_output", (h, q)), ("ffn_norm", (h,)), ("ffn_gate", (f, h)), ("ffn_up", (f, h)),
              ("ffn_down", (h, f))] + ([("attn_q_norm", (d,)), ("attn_k_norm", (d,))]
-                                      if arch in ("qwen3", "gemma3") else [])
+                                      if arch in ("qwen3", "qwen3moe", "gemma3") else [])
     layer += [("post_attention_norm", (h,)), ("post_ffw_norm", (h,))] if arch == "gemma3" else []
+    if "experts" in shape:  # a mixture of experts in place of the MLP: a router, then (experts, rows, columns)
+        E, ef = shape["experts"], shape["expert_ff"]
+        layer = [(k, d) for k, d in layer if k not in ("ffn_gate", "ffn_up", "ffn_down")] + [
+            ("ffn_gate_inp", (E, h)), ("ffn_gate_exps", (E, ef, h)), ("ffn_up_exps", (E, ef, h)),
+            ("ffn_down_exps", (E, h, ef))]
     return ([("token_embd.weight", (vocab, h))]
             + [(f"blk.{i}.{kind}.weight", dims) for i in range(shape["layers"]) for kind, dims in layer]
             + [("output_norm.weight", (h,))] + ([] if shape.get("tied") else [("output.weight", (vocab, h))]))
 
 
-def large_tensor(index: int, shape: tuple[int, ...]) -> np.ndarray:
-    """Norms 1.0 (float32, as llama.cpp keeps them); weights normal(0, STD) in float16, seeded per tensor."""
+def large_dtype(name: str, shape: tuple[int, ...]) -> np.dtype:
+    """float32 for norms and a MoE router (as llama.cpp's converter writes them), float16 for the rest."""
+    return np.dtype(np.float32 if len(shape) == 1 or ".ffn_gate_inp." in name else np.float16)
+
+
+def large_tensor(index: int, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Norms 1.0; weights normal(0, STD), seeded per tensor; in large_dtype."""
     if len(shape) == 1:
         return np.ones(shape, dtype=np.float32)
     rng = np.random.default_rng([SEED, index])
-    return (rng.standard_normal(shape, dtype=np.float32) * STD).astype(np.float16)
+    return (rng.standard_normal(shape, dtype=np.float32) * STD).astype(large_dtype(name, shape))
 
 
 def copy_tokenizer(reader: GGUFReader, writer: GGUFWriter) -> int:
@@ -215,20 +233,24 @@ def write_large_f16(path: Path, tokenizer_source: Path, name: str, shape: dict) 
     writer.add_rope_freq_base(shape["rope_base"])
     if "sliding_window" in shape:
         writer.add_sliding_window(shape["sliding_window"])
+    if "experts" in shape:
+        writer.add_expert_count(shape["experts"])
+        writer.add_expert_used_count(shape["experts_used"])
+        writer.add_expert_feed_forward_length(shape["expert_ff"])
     writer.add_layer_norm_rms_eps(shape["rms_eps"])
     writer.add_vocab_size(vocab)
     writer.add_file_type(1)  # LLAMA_FTYPE_MOSTLY_F16
     copy_tokenizer(reader, writer)
     specs = large_tensors(vocab, shape)
     for tensor, dims in specs:
-        dtype = np.dtype(np.float32 if len(dims) == 1 else np.float16)
+        dtype = large_dtype(tensor, dims)
         writer.add_tensor_info(tensor, dims, dtype, int(np.prod(dims)) * dtype.itemsize)
     try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()
-        for index, (_, dims) in enumerate(specs):
-            writer.write_tensor_data(large_tensor(index, dims))
+        for index, (tensor, dims) in enumerate(specs):
+            writer.write_tensor_data(large_tensor(index, tensor, dims))
         writer.close()
         os.replace(tmp, path)
     finally:
@@ -294,10 +316,13 @@ def main():
                     help="a 0.75B random Qwen 3 of Qwen3-0.6B's shape (q/k norms, head size 128, tied) as Q4_K_M")
     ap.add_argument("--gemma3", action="store_true",
                     help="a 0.75B random Gemma 3 of Gemma-3-1B's shape (SmolLM2's vocabulary) as Q4_K_M")
+    ap.add_argument("--qwen3moe", action="store_true",
+                    help="a 1.4B random Qwen 3 MoE (64 experts of 512, 8 a token: 0.3B active; q/k norms, untied "
+                         "head; SmolLM2's vocabulary) as Q4_K_M")
     ap.add_argument("--types", nargs="+", choices=FTYPES, default=None,
                     help=f"types to build (default {' '.join(EMBEDDED_TYPES)} for --embedded, "
                          f"{' '.join(MODELS['large'][2])} for --large, {' '.join(MODELS['7b'][2])} for --7b, "
-                         "--qwen3 and --gemma3)")
+                         "--qwen3, --gemma3 and --qwen3moe)")
     ap.add_argument("--out", type=Path, default=None, help="default: $NSAMPLE_CACHE_DIR/fixtures")
     ap.add_argument("--paths", action="store_true",
                     help="print only the files' paths, one a line (for `benchmark.py --gguf $(...)`)")
@@ -308,9 +333,10 @@ def main():
         return
     out = args.out or fixtures_dir()
     paths = []
-    if args.embedded or not (args.large or args.seven_b or args.qwen3 or args.gemma3):
+    if args.embedded or not (args.large or args.seven_b or args.qwen3 or args.gemma3 or args.qwen3moe):
         paths += build_embedded(out, tuple(args.types or EMBEDDED_TYPES))
-    for model, asked in (("large", args.large), ("7b", args.seven_b), ("qwen3", args.qwen3), ("gemma3", args.gemma3)):
+    for model, asked in (("large", args.large), ("7b", args.seven_b), ("qwen3", args.qwen3), ("gemma3", args.gemma3),
+                         ("qwen3moe", args.qwen3moe)):
         if asked:
             t0 = time.perf_counter()
             paths += build_large(out, tuple(args.types or MODELS[model][2]), model)

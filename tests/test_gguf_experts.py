@@ -13,7 +13,7 @@ from seed_contract import assert_choices_replay_alone
 from transformers import AutoConfig
 
 import nsample
-from nsample.cpu import kernels, weights_report
+from nsample.cpu import gguf_linear, kernels, weights_report
 from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 
 pytestmark = pytest.mark.skipif(kernels.ops() is None or not gq.available(),
@@ -49,6 +49,30 @@ def test_each_expert_is_transformers_own_weights_bitwise_and_nothing_is_float32_
     paths = weights_report.describe(fast.model)["paths"]
     assert paths["mlp.experts.gate"] == "Q4_K blocks" and paths["mlp.experts.down"] == "Q6_K blocks"
     assert paths["mlp.gate"] == "F32 blocks"
+
+
+@torch.inference_mode()
+def test_the_decode_kernel_is_the_modules_sums_bitwise_and_each_row_its_own(moe):
+    """csrc/moe.cpp against GGUFExperts' loop over its GGUFLinear experts (both on the decode kernels), on rows routed
+    alike and apart; a row alone gets the numbers it gets among others. Qwen 3 MoE decodes in the fused C++ layers
+    (its block is experts and a router), Qwen 2 MoE (a shared expert beside them) in transformers' modules."""
+    fast, _ = moe
+    experts = next(m for m in fast.model.modules() if isinstance(m, GGUFExperts))
+    assert (fast.runner.fused is not None) == (fast.model.config.model_type == "qwen3_moe")
+    gen = torch.Generator().manual_seed(0)
+    for rows in (1, 3, 8, 17):
+        x = torch.randn(rows, 256, generator=gen)
+        index = torch.stack([torch.randperm(8, generator=gen)[:2] for _ in range(rows)])
+        weights = torch.rand(rows, 2, generator=gen)
+        with gguf_linear.decoding():
+            got = experts(x, index, weights)
+            alone = torch.cat([experts(x[i:i + 1], index[i:i + 1], weights[i:i + 1]) for i in range(rows)])
+            kernel, experts.kernel = experts.kernel, lambda q8=None: None  # the modules' loop
+            try:
+                loop = experts(x, index, weights)
+            finally:
+                del experts.kernel
+        assert kernel() is not None and torch.equal(got, loop) and torch.equal(got, alone)
 
 
 def test_greedy_choices_are_those_of_transformers_float32_model_of_the_file(moe):

@@ -9,7 +9,9 @@ and the transformers modules' Python around them. Here a layer is:
     a   = attention(rotary(q, k), v)             decode_attention: this step's k, v stored in the cohort buffers,
                                                  each query over its prompt and its own tokens in one softmax
     h  += a · Woᵀ                                linear_add
-    h  += (SiLU(gate) · up)(RMSNorm(h)) · Wdᵀ    norm_swiglu, linear_add
+    h  += (SiLU(gate) · up)(RMSNorm(h)) · Wdᵀ    norm_swiglu, linear_add (Qwen 3 MoE: h += experts(RMSNorm(h)),
+                                                 the model's norm module, the router's top k in torch, each routed
+                                                 expert's SwiGLU in csrc/moe.cpp: gguf_experts.py)
 with transformers' own embedding and rotary tables. Each step is per row in a fixed order, so a row's numbers do
 not depend on its neighbours (the seed contract). The linear layers are what the model holds (csrc/linear.h):
 a GGUF file's blocks (quantize="gguf", gguf_linear.py: the float32 model's arithmetic up to the order of sums, or
@@ -32,12 +34,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from nsample.cpu import kernels
+from nsample.cpu import gguf_experts, kernels
+from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.cpu.int8_linear import Int8Linear, Member
 from nsample.engine.prefix_attention import Chunk, Group
 
-FAMILIES = {"llama", "mistral", "qwen2", "qwen3"}  # LlamaDecoderLayer's, Qwen 3's with q/k RMSNorms per head
+FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe"}  # LlamaDecoderLayer's, Qwen 3's with q/k RMSNorms per
+# head, Qwen 3 MoE's with experts in place of the MLP on a GGUF file's blocks (gguf_experts.py)
 SILU = {"SiLU", "SiLUActivation"}  # torch's and transformers' x·sigmoid(x)
 SHORT_PROMPT = 16  # prompts of at most this many tokens prefill here too (`prefill`), on the decode kernels
 
@@ -49,9 +53,26 @@ class Layer:
     qkv: object  # the kernels' Linear (csrc/linear.h) of each projection
     o: object
     norm2: torch.Tensor  # (E,) post_attention_layernorm
-    gate_up: object
+    gate_up: object  # None where the layer has experts (moe)
     down: object
     qk_norms: tuple[nn.Module, nn.Module] | None = None  # Qwen 3: RMSNorm of each q and k head before the rotary
+    moe: "Moe | None" = None
+
+
+@dataclass
+class Moe:
+    """A layer's experts in place of its MLP: the model's own RMSNorm module before them, the router (the kernels'
+    Linear on its blocks), its top k and normalization, and the experts' C++ layer (csrc/moe.cpp)."""
+    norm: nn.Module
+    router: object
+    top_k: int
+    norm_topk_prob: bool
+    experts: object
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        x = self.norm(h).contiguous()  # (M, E)
+        weights, experts = gguf_experts.route(self.router(x), self.top_k, self.norm_topk_prob)  # (M, k) each
+        return self.experts(x, experts, weights)
 
 
 class FusedDecoder:
@@ -96,7 +117,10 @@ class FusedDecoder:
             if L.qk_norms is not None:
                 self._norm_heads(qkv, *L.qk_norms)
             ops.linear_add(attention(i, qkv), L.o, h)
-            ops.linear_add(ops.norm_swiglu(h, L.norm2, L.eps, L.gate_up), L.down, h)
+            if L.moe is None:
+                ops.linear_add(ops.norm_swiglu(h, L.norm2, L.eps, L.gate_up), L.down, h)
+            else:
+                h += L.moe(h)
         h = h if keep is None else h[keep].contiguous()
         return ops.norm_linear(h, self.norm.weight, self.norm.variance_epsilon, self.head)
 
@@ -133,16 +157,31 @@ def build(model) -> FusedDecoder | None:
 
 def _layer(layer: nn.Module, ops, prefill: bool = False) -> Layer:
     attn, mlp = layer.self_attn, layer.mlp
-    if type(mlp.act_fn).__name__ not in SILU:
+    moe = _moe(layer, ops, prefill) if hasattr(mlp, "experts") else None
+    if moe is None and type(mlp.act_fn).__name__ not in SILU:
         raise ValueError("not a plain SiLU MLP")
     norms = layer.input_layernorm, layer.post_attention_layernorm
     if norms[0].variance_epsilon != norms[1].variance_epsilon:
         raise ValueError("two epsilons")
     qk_norms = (attn.q_norm, attn.k_norm) if hasattr(attn, "q_norm") else None
+    mlp_parts = (None, None) if moe else (_joined(ops, [mlp.gate_proj, mlp.up_proj], prefill),
+                                          _joined(ops, [mlp.down_proj], prefill))
     return Layer(norms[0].variance_epsilon, norms[0].weight.float(),
                  _joined(ops, [attn.q_proj, attn.k_proj, attn.v_proj], prefill), _joined(ops, [attn.o_proj], prefill),
-                 norms[1].weight.float(), _joined(ops, [mlp.gate_proj, mlp.up_proj], prefill),
-                 _joined(ops, [mlp.down_proj], prefill), qk_norms)
+                 norms[1].weight.float(), *mlp_parts, qk_norms, moe)
+
+
+def _moe(layer: nn.Module, ops, prefill: bool) -> Moe:
+    """Experts on a GGUF's blocks with a router and nothing else (no shared expert: Qwen 3 MoE's block)."""
+    mlp = layer.mlp
+    if (set(dict(mlp.named_children())) != {"experts", "gate"} or not isinstance(mlp.experts, GGUFExperts)
+            or not isinstance(mlp.gate, GGUFRouter) or type(mlp.experts.act_fn).__name__ not in SILU):
+        raise ValueError("not experts on a GGUF's blocks with a plain router and SiLU")
+    experts = mlp.experts.kernel(q8=False if prefill else None)
+    if experts is None:
+        raise ValueError("no experts kernel")
+    return Moe(layer.post_attention_layernorm, _joined(ops, [mlp.gate.linear], prefill), mlp.gate.top_k,
+               mlp.gate.norm_topk_prob, experts)
 
 
 def _joined(ops, linears: list[nn.Module], prefill: bool = False):

@@ -14,7 +14,7 @@ down(act(gate(x)) * up(x)) times its weight, summed into the token's row in asce
 import torch
 from torch import nn
 
-from nsample.cpu.gguf_linear import GGUFLinear
+from nsample.cpu.gguf_linear import GGUFLinear, in_decode
 
 ROUTERS = {"Qwen2MoeTopKRouter", "Qwen3MoeTopKRouter"}  # transformers' classes whose arithmetic these repeat
 EXPERTS = {"Qwen2MoeExperts", "Qwen3MoeExperts"}
@@ -30,11 +30,16 @@ class GGUFRouter(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor):
         logits = self.linear(hidden_states.reshape(-1, self.linear.in_features))  # (T, E)
-        probs = torch.softmax(logits, dtype=torch.float, dim=-1)
-        top, experts = torch.topk(probs, self.top_k, dim=-1)  # (T, k), (T, k)
-        if self.norm_topk_prob:
-            top = top / top.sum(dim=-1, keepdim=True)
-        return logits, top.to(logits.dtype), experts
+        return logits, *route(logits, self.top_k, self.norm_topk_prob)
+
+
+def route(logits: torch.Tensor, top_k: int, norm_topk_prob: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Router logits (T, E) -> the top-k weights (T, k) and experts (T, k), as transformers' router computes them."""
+    probs = torch.softmax(logits, dtype=torch.float, dim=-1)
+    top, experts = torch.topk(probs, top_k, dim=-1)  # (T, k), (T, k)
+    if norm_topk_prob:
+        top = top / top.sum(dim=-1, keepdim=True)
+    return top.to(logits.dtype), experts
 
 
 class GGUFExperts(nn.Module):
@@ -44,14 +49,30 @@ class GGUFExperts(nn.Module):
     def __init__(self, tensors: dict[str, tuple[torch.Tensor, int, int]], num_experts: int, act_fn: nn.Module):
         """tensors: kind (KINDS) -> (the tensor's rows (experts * rows, row bytes), ggml type, columns)."""
         super().__init__()
-        self.num_experts, self.act_fn = num_experts, act_fn
+        self.num_experts, self.act_fn, self.tensors = num_experts, act_fn, tensors
         for kind in KINDS:
             raw, type_id, K = tensors[kind]
             rows = len(raw) // num_experts
             setattr(self, kind, nn.ModuleList(GGUFLinear(raw[e * rows:(e + 1) * rows], type_id, K)
                                               for e in range(num_experts)))
+        self._kernels = {}
+
+    def kernel(self, q8: bool | None = None):
+        """The C++ layer (csrc/moe.cpp) on the same blocks, with the projections' int8 activations as they are set
+        (use_int8_activations), or on float32 activations (q8=False: a fused prefill's); None without kernels."""
+        ops = self.gate[0].ops
+        if ops is None or not hasattr(ops, "gguf_experts"):
+            return None
+        key = ((self.gate[0].int8_activations or self.up[0].int8_activations, self.down[0].int8_activations)
+               if q8 is None else (q8, q8))
+        if key not in self._kernels:
+            (gate, gt, _), (up, ut, _), (down, dt, _) = (self.tensors[k] for k in KINDS)
+            self._kernels[key] = ops.gguf_experts(gate, gt, up, ut, down, dt, self.num_experts, *key)
+        return self._kernels[key]
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor):
+        if in_decode() and (kernel := self.kernel()) is not None:  # the same sums in C++, bitwise
+            return kernel(hidden_states.float().contiguous(), top_k_index, top_k_weights.float())
         out = torch.zeros_like(hidden_states)  # (T, H)
         for e in torch.unique(top_k_index).tolist():  # ascending: each row sums its experts in one order
             token, slot = torch.where(top_k_index == e)  # the rows routed to e, and where e is in their top k

@@ -8,7 +8,8 @@ where they cannot be.
   to float32.
 - q8_formats.h, q8_linear.cpp, q8_quantize.cpp: the decode product with the activations rounded to int8 (x86).
 - linear.cpp: a decode-time linear layer of either kind; decode_layer.cpp and attention.cpp: the rest of a Llama-style
-  layer's decode step around it (fused_decode.py); vec_math.h: their e^x and dot product.
+  layer's decode step around it (fused_decode.py); vec_math.h: their e^x and dot product; experts.h, moe.cpp: a
+  mixture of experts' layer on a GGUF's expert tensors (gguf_experts.py).
 - race.cpp: the sampler's exponential race (nsample/engine/sampler.py), one pass a row.
 The sources are written once on torch's portable vector layer (`at::vec::Vectorized`, what torch's own CPU kernels
 use) and compiled per instruction set: AVX-512 or AVX2 (with FMA and F16C) on x86-64, each with VNNI's integer dot
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 CSRC = Path(__file__).with_name("csrc")
 SOURCES = [CSRC / f for f in ("bindings.cpp", "int8_rows.cpp", "gguf_linear.cpp", "gguf_expand.cpp",
                               "gguf_pack.cpp", "q8_linear.cpp", "q8_quantize.cpp", "linear.cpp", "decode_layer.cpp",
-                              "attention.cpp", "race.cpp")]
+                              "attention.cpp", "moe.cpp", "race.cpp")]
 FP = ["-ffp-contract=off"]  # no fused multiply-adds but the written ones: the same roundings as the ATen ops
 TORCH_CAPABILITY = {"AVX512": "avx512", "AVX2": "avx2"}  # torch.backends.cpu.get_cpu_capability() -> ours
 _lock = threading.Lock()

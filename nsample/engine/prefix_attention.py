@@ -24,7 +24,8 @@ from nsample.engine.cohort import Cohort
 from nsample.engine.kv_cache import SharedKV
 
 NAME = "nsample_shared_prefix"
-FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "smollm3"}  # plain causal attention
+FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "smollm3", "qwen2_moe",
+            "qwen3_moe"}  # plain causal attention
 
 
 @dataclass

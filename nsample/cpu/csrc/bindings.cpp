@@ -1,6 +1,7 @@
 // The Python module of nsample's C++ kernels (nsample/cpu/kernels.py builds it).
 #include <torch/extension.h>
 
+#include "experts.h"
 #include "linear.h"
 
 std::vector<at::Tensor> split_rows(const at::Tensor& x);
@@ -45,6 +46,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "linear.h: a layer of GGUF block parts side by side (list of blocks, list of type ids, bias or None, int8 "
         "activations)",
         pybind11::arg("blocks"), pybind11::arg("types"), pybind11::arg("bias"), pybind11::arg("q8") = false);
+  pybind11::class_<Experts>(m, "Experts", pybind11::module_local(),
+                            "experts.h: a mixture of experts' layer on GGUF expert tensors")
+      .def("__call__", &Experts::operator(),
+           "x (T, H) float, experts (T, k) int64, weights (T, k) float -> (T, H) float");
+  m.def("gguf_experts", &gguf_experts,
+        "moe.cpp: the experts of a layer (gate rows, type, up rows, type, down rows, type, number of experts, int8 "
+        "activations for gate|up, for down)");
   m.def("int8_linear", &int8_linear, "linear.h: a two-level int8 layer (packed, scales, zero points, bias or None)");
   m.def("norm_linear", &norm_linear, "decode_layer.cpp: RMSNorm, then a linear layer");
   m.def("linear_add", &linear_add, "decode_layer.cpp: a linear layer, added into the residual");

@@ -1,0 +1,59 @@
+// A mixture of experts' decode (experts.h), the arithmetic of transformers' experts module (Qwen3MoeExperts) and of
+// nsample/cpu/gguf_experts.py's GGUFExperts: for each expert in ascending order, the rows routed to it gathered,
+// down(SiLU(gate(x)) · up(x)) on the file's blocks, each product times the row's weight for that expert added into
+// the row. A row's numbers are its own: the kernels' rows are independent (gguf_linear.cpp), SiLU and the products
+// are elementwise, and a row adds its experts in one order whatever other rows are routed with it.
+#include "experts.h"
+
+Experts gguf_experts(const at::Tensor& gate, int64_t gate_type, const at::Tensor& up, int64_t up_type,
+                     const at::Tensor& down, int64_t down_type, int64_t num_experts, bool q8_gate_up, bool q8_down) {
+  TORCH_CHECK(num_experts > 0 && gate.dim() == 2 && gate.size(0) % num_experts == 0 && up.dim() == 2 &&
+                  up.size(0) == gate.size(0) && down.dim() == 2 && down.size(0) % num_experts == 0,
+              "gguf_experts: gate and up of experts · F rows, down of experts · H rows");
+  const int64_t F = gate.size(0) / num_experts, H = down.size(0) / num_experts;
+  Experts experts{{}, {}, F};
+  for (int64_t e = 0; e < num_experts; ++e) {
+    experts.gate_up.push_back(gguf_block_linear({gate.narrow(0, e * F, F), up.narrow(0, e * F, F)},
+                                                {gate_type, up_type}, c10::nullopt, q8_gate_up));
+    experts.down.push_back(gguf_block_linear({down.narrow(0, e * H, H)}, {down_type}, c10::nullopt, q8_down));
+  }
+  return experts;
+}
+
+at::Tensor Experts::operator()(const at::Tensor& x, const at::Tensor& experts, const at::Tensor& weights) const {
+  const int64_t E = static_cast<int64_t>(gate_up.size()), H = down.empty() ? 0 : down[0].N;
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float (T, H)");
+  TORCH_CHECK(experts.dim() == 2 && experts.size(0) == x.size(0) && experts.scalar_type() == at::kLong,
+              "experts: int64 (T, k)");
+  TORCH_CHECK(weights.sizes() == experts.sizes() && weights.scalar_type() == at::kFloat, "weights: float (T, k)");
+  const auto ids = experts.contiguous();
+  const auto w = weights.contiguous();
+  const int64_t T = x.size(0), k = experts.size(1);
+  const int64_t* id = ids.data_ptr<int64_t>();
+  std::vector<std::vector<int64_t>> routed(E);  // per expert, the slots t·k + j routed to it, in row order
+  for (int64_t s = 0; s < T * k; ++s) {
+    TORCH_CHECK(0 <= id[s] && id[s] < E, "experts: an id outside [0, ", E, ")");
+    routed[id[s]].push_back(s);
+  }
+  auto out = at::zeros({T, H}, x.options());
+  float* o = out.data_ptr<float>();
+  const float* wp = w.data_ptr<float>();
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& slots = routed[e];
+    if (slots.empty()) continue;
+    const int64_t M = static_cast<int64_t>(slots.size());
+    auto rows = at::empty({M}, ids.options());
+    for (int64_t i = 0; i < M; ++i) rows.data_ptr<int64_t>()[i] = slots[i] / k;
+    const auto gu = gate_up[e](x.index_select(0, rows));                  // (M, 2F)
+    const auto a = at::silu(gu.narrow(1, 0, F)).mul_(gu.narrow(1, F, F));  // (M, F), as act_fn(gate) * up
+    const auto y = down[e](a);                                             // (M, H)
+    const float* yp = y.data_ptr<float>();
+    for (int64_t i = 0; i < M; ++i) {
+      float* row = o + (slots[i] / k) * H;
+      const float* yi = yp + i * H;
+      const float weight = wp[slots[i]];
+      for (int64_t c = 0; c < H; ++c) row[c] += yi[c] * weight;  // the product rounded, then added (no FMA here)
+    }
+  }
+  return out;
+}
