@@ -54,11 +54,11 @@ def test_each_expert_is_transformers_own_weights_bitwise_and_nothing_is_float32_
 @torch.inference_mode()
 def test_the_decode_kernel_is_the_modules_sums_bitwise_and_each_row_its_own(moe):
     """csrc/moe.cpp against GGUFExperts' loop over its GGUFLinear experts (both on the decode kernels), on rows routed
-    alike and apart; a row alone gets the numbers it gets among others. Qwen 3 MoE decodes in the fused C++ layers
-    (its block is experts and a router), Qwen 2 MoE (a shared expert beside them) in transformers' modules."""
+    alike and apart; a row alone gets the numbers it gets among others. Both architectures decode in the fused C++
+    layers (fused_decode.py), Qwen 2 MoE's shared expert there too."""
     fast, _ = moe
     experts = next(m for m in fast.model.modules() if isinstance(m, GGUFExperts))
-    assert (fast.runner.fused is not None) == (fast.model.config.model_type == "qwen3_moe")
+    assert fast.runner.fused is not None
     gen = torch.Generator().manual_seed(0)
     for rows in (1, 3, 8, 17):
         x = torch.randn(rows, 256, generator=gen)
@@ -131,3 +131,18 @@ def test_a_file_of_other_expert_sizes_loads_on_both_paths(tmp_path):
             assert len(engine.generate("Hi", n=2, max_tokens=4, ignore_eos=True).choices[1].token_ids) == 4
         finally:
             engine.close()
+
+
+def test_int8_activations_reach_the_experts_and_keep_the_seed_contract():
+    """decode_activations="int8": the experts' projections decode on the int8-activation kernels (their formats have
+    them), the float32 router does not, and a choice alone is the choice among others."""
+    engine = nsample.load(str(tiny_gguf_file("qwen3moe")), decode_activations="int8")
+    try:
+        if not engine.int8_activations:
+            pytest.skip("no int8-activation kernels on this CPU")
+        paths = weights_report.describe(engine.model)["paths"]
+        assert paths["mlp.experts.gate"] == "Q4_K blocks × int8 activations" and paths["mlp.gate"] == "F32 blocks"
+        assert_choices_replay_alone(engine, [{"role": "user", "content": "Say hello."}], n=3, seed=5, max_tokens=16,
+                                    ignore_eos=True)
+    finally:
+        engine.close()

@@ -9,9 +9,10 @@ and the transformers modules' Python around them. Here a layer is:
     a   = attention(rotary(q, k), v)             decode_attention: this step's k, v stored in the cohort buffers,
                                                  each query over its prompt and its own tokens in one softmax
     h  += a · Woᵀ                                linear_add
-    h  += (SiLU(gate) · up)(RMSNorm(h)) · Wdᵀ    norm_swiglu, linear_add (Qwen 3 MoE: h += experts(RMSNorm(h)),
+    h  += (SiLU(gate) · up)(RMSNorm(h)) · Wdᵀ    norm_swiglu, linear_add (Qwen 2 and 3 MoE: h += experts(RMSNorm(h)),
                                                  the model's norm module, the router's top k in torch, each routed
-                                                 expert's SwiGLU in csrc/moe.cpp: gguf_experts.py)
+                                                 expert's SwiGLU in csrc/moe.cpp: gguf_experts.py; Qwen 2's gated
+                                                 shared expert on the kernels' Linears)
 with transformers' own embedding and rotary tables. Each step is per row in a fixed order, so a row's numbers do
 not depend on its neighbours (the seed contract). The linear layers are what the model holds (csrc/linear.h):
 a GGUF file's blocks (quantize="gguf", gguf_linear.py: the float32 model's arithmetic up to the order of sums, or
@@ -40,8 +41,8 @@ from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.cpu.int8_linear import Int8Linear, Member
 from nsample.engine.prefix_attention import Chunk, Group
 
-FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe"}  # LlamaDecoderLayer's, Qwen 3's with q/k RMSNorms per
-# head, Qwen 3 MoE's with experts in place of the MLP on a GGUF file's blocks (gguf_experts.py)
+FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"}  # LlamaDecoderLayer's, Qwen 3's with q/k
+# RMSNorms per head, Qwen 2 and 3 MoE's with experts in place of the MLP on a GGUF file's blocks (gguf_experts.py)
 SILU = {"SiLU", "SiLUActivation"}  # torch's and transformers' x·sigmoid(x)
 SHORT_PROMPT = 16  # prompts of at most this many tokens prefill here too (`prefill`), on the decode kernels
 
@@ -62,17 +63,24 @@ class Layer:
 @dataclass
 class Moe:
     """A layer's experts in place of its MLP: the model's own RMSNorm module before them, the router (the kernels'
-    Linear on its blocks), its top k and normalization, and the experts' C++ layer (csrc/moe.cpp)."""
+    Linear on its blocks), its top k and normalization, the experts' C++ layer (csrc/moe.cpp), and Qwen 2 MoE's
+    shared expert (its gate|up and down Linears, its MLP size, the Linear of its one-row sigmoid gate)."""
     norm: nn.Module
     router: object
     top_k: int
     norm_topk_prob: bool
     experts: object
+    shared: tuple | None = None
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
         x = self.norm(h).contiguous()  # (M, E)
         weights, experts = gguf_experts.route(self.router(x), self.top_k, self.norm_topk_prob)  # (M, k) each
-        return self.experts(x, experts, weights)
+        y = self.experts(x, experts, weights)  # (M, E)
+        if self.shared is not None:  # as Qwen2MoeSparseMoeBlock: experts + sigmoid(gate(x)) * shared MLP(x)
+            gate_up, down, F, gate = self.shared
+            gu = gate_up(x)  # (M, 2F)
+            y = y + torch.sigmoid(gate(x)) * down(nn.functional.silu(gu[:, :F]) * gu[:, F:])
+        return y
 
 
 class FusedDecoder:
@@ -172,16 +180,25 @@ def _layer(layer: nn.Module, ops, prefill: bool = False) -> Layer:
 
 
 def _moe(layer: nn.Module, ops, prefill: bool) -> Moe:
-    """Experts on a GGUF's blocks with a router and nothing else (no shared expert: Qwen 3 MoE's block)."""
+    """Experts on a GGUF's blocks with a router (Qwen 3 MoE's block), and a gated shared expert (Qwen 2 MoE's)."""
     mlp = layer.mlp
-    if (set(dict(mlp.named_children())) != {"experts", "gate"} or not isinstance(mlp.experts, GGUFExperts)
-            or not isinstance(mlp.gate, GGUFRouter) or type(mlp.experts.act_fn).__name__ not in SILU):
+    children = set(dict(mlp.named_children()))
+    if (children not in ({"experts", "gate"}, {"experts", "gate", "shared_expert", "shared_expert_gate"})
+            or not isinstance(mlp.experts, GGUFExperts) or not isinstance(mlp.gate, GGUFRouter)
+            or type(mlp.experts.act_fn).__name__ not in SILU):
         raise ValueError("not experts on a GGUF's blocks with a plain router and SiLU")
     experts = mlp.experts.kernel(q8=False if prefill else None)
     if experts is None:
         raise ValueError("no experts kernel")
+    shared = None
+    if "shared_expert" in children:
+        s = mlp.shared_expert
+        if type(s.act_fn).__name__ not in SILU:
+            raise ValueError("a shared expert of another activation")
+        shared = (_joined(ops, [s.gate_proj, s.up_proj], prefill), _joined(ops, [s.down_proj], prefill),
+                  s.gate_proj.out_features, _joined(ops, [mlp.shared_expert_gate], prefill))
     return Moe(layer.post_attention_layernorm, _joined(ops, [mlp.gate.linear], prefill), mlp.gate.top_k,
-               mlp.gate.norm_topk_prob, experts)
+               mlp.gate.norm_topk_prob, experts, shared)
 
 
 def _joined(ops, linears: list[nn.Module], prefill: bool = False):
