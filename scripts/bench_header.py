@@ -80,6 +80,10 @@ def path_lines(target, report: dict | None) -> list[str]:
     gguf_bytes = info["decode_bytes"] if info else None
     lines.append(f"  weights read per decode step: nsample {fmt(ns_bytes and ns_bytes / MIB, '.1f')} MiB, "
                  f"GGUF {fmt(gguf_bytes and gguf_bytes / MIB, '.1f')} MiB, ratio {ratio(ns_bytes, gguf_bytes).strip()}")
+    ns_token, gguf_token = (report or {}).get("token_bytes"), info and info.get("token_bytes")
+    if gguf_token and gguf_bytes and gguf_token < gguf_bytes:  # a mixture of experts: a token reads its top k
+        lines.append(f"  one token's (its experts only): nsample {fmt(ns_token and ns_token / MIB, '.1f')} MiB, "
+                     f"GGUF {gguf_token / MIB:.1f} MiB, ratio {ratio(ns_token, gguf_token).strip()}")
     return lines
 
 

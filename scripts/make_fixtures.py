@@ -265,15 +265,22 @@ def kind_of(tensor: str) -> str:
 
 def contents(path: Path) -> dict:
     """What a GGUF holds: its size, tensor count per ggml type, types per tensor kind, whether the head is tied,
-    and the tensor bytes one decode step reads (all but token_embd; token_embd too when it is the tied head)."""
-    tensors = GGUFReader(path).tensors
+    and the tensor bytes one decode step reads (all but token_embd; token_embd too when it is the tied head), and
+    one token's (a mixture of experts' expert_used_count of its expert_count experts)."""
+    reader = GGUFReader(path)
+    tensors = reader.tensors
+    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+    experts, used = (reader.fields.get(f"{arch}.expert_{k}count") for k in ("", "used_"))
+    share = int(used.contents()) / int(experts.contents()) if experts and used else 1.0  # of experts a token reads
     kinds: dict[str, Counter] = {}
     for t in tensors:
         kinds.setdefault(kind_of(t.name), Counter())[t.tensor_type.name] += 1
     tied = "output" not in kinds
     return {"size": path.stat().st_size, "tensors": len(tensors),
             "types": Counter(t.tensor_type.name for t in tensors), "kinds": kinds, "tied": tied,
-            "decode_bytes": sum(int(t.n_bytes) for t in tensors if tied or kind_of(t.name) != "token_embd")}
+            "decode_bytes": sum(int(t.n_bytes) for t in tensors if tied or kind_of(t.name) != "token_embd"),
+            "token_bytes": sum(int(t.n_bytes) * (share if kind_of(t.name).endswith("_exps") else 1) for t in tensors
+                               if tied or kind_of(t.name) != "token_embd")}
 
 
 def type_counts(counts: Counter, times: str = " ") -> str:

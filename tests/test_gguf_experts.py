@@ -46,9 +46,13 @@ def test_each_expert_is_transformers_own_weights_bitwise_and_nothing_is_float32_
     params = dict(fast.model.named_parameters())
     assert params and all("norm" in n or n.endswith(".bias") for n in params)
     assert (fast.model(IDS).logits - ref.model(IDS).logits).abs().max() < 1e-4
-    paths = weights_report.describe(fast.model)["paths"]
+    report = weights_report.describe(fast.model)
+    paths = report["paths"]
     assert paths["mlp.experts.gate"] == "Q4_K blocks" and paths["mlp.experts.down"] == "Q6_K blocks"
     assert paths["mlp.gate"] == "F32 blocks"
+    expert_bytes = sum(m.blocks.numel() for layer in fast.model.model.layers for kind in ("gate", "up", "down")
+                       for m in getattr(layer.mlp.experts, kind))
+    assert report["token_bytes"] == report["decode_bytes"] - expert_bytes * (1 - 2 / 8)  # a token reads 2 of 8
 
 
 @torch.inference_mode()

@@ -5,6 +5,7 @@ import re
 from torch import nn
 
 from nsample.cpu import kernels
+from nsample.cpu.gguf_experts import KINDS, GGUFExperts, GGUFRouter
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
 from nsample.cpu.int8_linear import Int8Embedding, Int8Linear
 
@@ -12,7 +13,8 @@ from nsample.cpu.int8_linear import Int8Embedding, Int8Linear
 def describe(model: nn.Module) -> dict:
     """{"isa": the kernels' instruction set (None: no kernels in use), "paths": {layer kind: what it decodes on},
     "decode_bytes": weight bytes read per decode step (every projection and the LM head once; one embedding row a
-    token is left out)}."""
+    token is left out), "token_bytes": those one token's step reads (a mixture of experts' top k of its experts a
+    layer, where decode_bytes counts them all; else decode_bytes)}."""
     paths: dict[str, set[str]] = {}
     total, uses_kernels = 0, False
     seen: set[int] = set()
@@ -27,8 +29,19 @@ def describe(model: nn.Module) -> dict:
         if key not in seen and not isinstance(m, (nn.Embedding, GGUFEmbedding, Int8Embedding)):
             total += nbytes  # an embedding is read a row a token; a tied head reads its blocks once
         seen.add(key)
+    unread = sum(_unread_expert_bytes(m) for m in model.modules())
     return {"isa": kernels.built_isa() if uses_kernels else None,
-            "paths": {k: ", ".join(sorted(v)) for k, v in sorted(paths.items())}, "decode_bytes": total}
+            "paths": {k: ", ".join(sorted(v)) for k, v in sorted(paths.items())}, "decode_bytes": total,
+            "token_bytes": total - unread}
+
+
+def _unread_expert_bytes(block: nn.Module) -> float:
+    """The bytes of a mixture-of-experts block's experts one token does not read (all but its router's top k)."""
+    experts, router = getattr(block, "experts", None), getattr(block, "gate", None)
+    if not isinstance(experts, GGUFExperts) or not isinstance(router, GGUFRouter):
+        return 0
+    nbytes = sum(m.blocks.numel() for kind in KINDS for m in getattr(experts, kind))
+    return nbytes * (1 - router.top_k / experts.num_experts)
 
 
 def _path(m: nn.Module) -> tuple[str | None, int]:
