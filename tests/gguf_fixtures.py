@@ -50,6 +50,21 @@ def scaled_reference(path: Path, params: dict):
     return plain, scaled
 
 
+def llama_cpp_logits(path: Path, ids: list[int], n_ctx: int = 256):
+    """llama.cpp's logits (len(ids), V) for `ids` on the file at `path`, its KV cache in float32 (type 0), so on a
+    float32 file it computes in float32 throughout (llama-cpp-python: with the quantizer, gq.available)."""
+    import llama_cpp
+    import numpy as np
+    import torch
+
+    llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, logits_all=True, n_threads=2, verbose=False, type_k=0, type_v=0)
+    try:
+        llm.eval(ids)
+        return torch.from_numpy(np.array(llm.scores[:len(ids)], dtype=np.float32))
+    finally:
+        llm.close()
+
+
 @contextlib.contextmanager
 def engine_pair(path: Path):
     """(nsample on the file's blocks, transformers' float32 model of it behind the same engine), closed after."""

@@ -4,11 +4,10 @@ fused float32 copy. The experts are transformers' own dequantized weights bitwis
 forward (with the expert sizes it does not read from the file), llama.cpp's own on a float32 file, greedy choices
 those of the float32 model, and the seed contract holds."""
 import ggml_quantizer as gq
-import numpy as np
 import pytest
 import tiny_gguf
 import torch
-from gguf_fixtures import TYPES, engine_pair, tiny_gguf_file
+from gguf_fixtures import TYPES, engine_pair, llama_cpp_logits, tiny_gguf_file
 from seed_contract import assert_choices_replay_alone
 from transformers import AutoConfig
 
@@ -102,15 +101,8 @@ def test_the_logits_are_llama_cpps_on_a_float32_file(tmp_path, arch):
     """llama.cpp routes as nsample does: Qwen 3 MoE's top-k weights normalized, Qwen 2 MoE's not, the shared expert
     gated. On float32 weights and KV cache the two engines agree to float32 noise; flipping the normalization moves
     the logits far more than that."""
-    import llama_cpp  # with the quantizer (gq.available)
-
     path = tiny_gguf.write_arch(tmp_path / f"tiny-{arch}-f32.gguf", arch, {})
-    llm = llama_cpp.Llama(str(path), n_ctx=64, logits_all=True, n_threads=2, verbose=False, type_k=0, type_v=0)
-    try:
-        llm.eval(IDS[0].tolist())
-        want = torch.from_numpy(np.array(llm.scores[:IDS.shape[1]], dtype=np.float32))
-    finally:
-        llm.close()
+    want = llama_cpp_logits(path, IDS[0].tolist())
     engine = nsample.load(str(path))
     try:
         got = engine.model(IDS).logits[0]

@@ -2,12 +2,11 @@
 rotate the model on both load paths as llama.cpp rotates it: the rotary tables and logits are transformers' own model
 with those rope parameters, the logits llama.cpp's own (llama-cpp-python on the same file) to its float32 noise, and
 what cannot be rotated so is refused."""
-import numpy as np
 import pytest
 import tiny_gguf
 import torch
 from ggml_quantizer import F32
-from gguf_fixtures import TYPES, engine_pair, needs_gguf, scaled_reference
+from gguf_fixtures import TYPES, engine_pair, llama_cpp_logits, needs_gguf, scaled_reference
 from transformers import AutoConfig, AutoModelForCausalLM
 
 import nsample
@@ -51,15 +50,8 @@ def test_the_rotary_tables_and_logits_are_transformers_scaled_ones(tmp_path, kin
 def test_the_logits_are_llama_cpps_on_the_same_file(tmp_path, kind):
     """llama.cpp (float32 weights and KV cache) rotates by the same keys: nsample's logits are its own to the
     float32 noise both engines show on an unscaled file, where unscaled logits are tens away."""
-    import llama_cpp  # with the quantizer (needs_gguf)
-
     path = scaled_file(tmp_path, kind, F32)
-    llm = llama_cpp.Llama(str(path), n_ctx=256, logits_all=True, n_threads=2, verbose=False, type_k=0, type_v=0)
-    try:
-        llm.eval(IDS[0].tolist())
-        want = torch.from_numpy(np.array(llm.scores[:IDS.shape[1]], dtype=np.float32))
-    finally:
-        llm.close()
+    want = llama_cpp_logits(path, IDS[0].tolist())
     engine = nsample.load(str(path))
     try:
         assert engine.quantize == "gguf"
