@@ -198,10 +198,13 @@ def _install(model: nn.Module, hf_name: str, raw: torch.Tensor, type_id: int, ra
 
 
 def _linear(raw: torch.Tensor, type_id: int, K: int, bias: torch.Tensor | None = None) -> GGUFLinear:
-    """A projection on `raw`'s blocks; on Q8_0 blocks rounded from them where the kernels do not read its format."""
-    if not readable(type_id, K):
-        raw, type_id = _to_q8_0(raw, type_id, K), Q8_0
-    return GGUFLinear(raw, type_id, K, bias)
+    """A projection on `raw`'s blocks (`_readable`)."""
+    return GGUFLinear(*_readable(raw, type_id, K), K, bias)
+
+
+def _readable(raw: torch.Tensor, type_id: int, K: int) -> tuple[torch.Tensor, int]:
+    """(`raw`, its type), or Q8_0 blocks rounded from them where the kernels do not read its format."""
+    return (raw, type_id) if readable(type_id, K) else (_to_q8_0(raw, type_id, K), Q8_0)
 
 
 def _install_experts(model: nn.Module, name: str, parts: dict[str, tuple[torch.Tensor, int]]) -> None:
@@ -211,10 +214,8 @@ def _install_experts(model: nn.Module, name: str, parts: dict[str, tuple[torch.T
         raise ValueError(f"{name}: experts of {type(module).__name__} with tensors {sorted(parts)} are not handled")
     columns = {"gate": module.gate_up_proj.shape[-1], "up": module.gate_up_proj.shape[-1],
                "down": module.down_proj.shape[-1]}
-    tensors = {}
-    for kind, (raw, type_id) in parts.items():
-        linear = _linear(raw, type_id, columns[kind])  # rounded to Q8_0 where need be, all experts at once
-        tensors[kind] = linear.blocks, linear.type_id, columns[kind]
+    tensors = {kind: (*_readable(raw, type_id, columns[kind]), columns[kind])  # all experts at once
+               for kind, (raw, type_id) in parts.items()}
     parent, child = _parent_of(model, name)
     setattr(parent, child, GGUFExperts(tensors, module.num_experts, module.act_fn))
 
