@@ -18,7 +18,8 @@ HAS_GGUF = kernels.ops() is not None and gq.available()
 needs_gguf = pytest.mark.skipif(not HAS_GGUF, reason="no C++ kernels here, or no llama.cpp quantizer")
 TYPES = {
     "mix": {"token_embd": gq.Q6_K, "attn_q": gq.Q4_K, "attn_k": gq.Q4_K, "attn_v": gq.Q6_K, "attn_output": gq.Q4_K,
-            "ffn_gate": gq.Q4_K, "ffn_up": gq.Q4_K, "ffn_down": gq.Q6_K},  # as llama.cpp mixes a Q4_K_M file
+            "ffn_gate": gq.Q4_K, "ffn_up": gq.Q4_K, "ffn_down": gq.Q6_K,  # as llama.cpp mixes a Q4_K_M file
+            "attn_qkv": gq.Q4_K},  # Phi 3's q|k|v (its ffn_up is gate|up)
     "q4_1": {**dict.fromkeys(tiny_gguf.KINDS, gq.Q4_1), "token_embd": gq.Q8_0},  # as the embedded model
 }
 
@@ -26,7 +27,7 @@ TYPES = {
 @functools.cache
 def tiny_gguf_file(kind: str, layers: int = 2) -> Path:
     """The tiny model (hidden 256, head dim 64) as a GGUF file of `kind` (TYPES), or a tiny model of another
-    architecture (tiny_gguf.ARCHS: "gemma2", "gemma3", "qwen3", "qwen3moe", "qwen2moe") in the Q4_K_M-like mix;
+    architecture (tiny_gguf.ARCHS: "gemma2", "gemma3", "qwen3", "phi3", "qwen3moe", "qwen2moe") in the Q4_K_M-like mix;
     written once per session."""
     root = Path(tempfile.mkdtemp(prefix="nsample-gguf-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)

@@ -138,6 +138,7 @@ ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyon
     "gemma2": ("gemma2", dict(sliding_window=64, attn_logit_softcapping=50.0, final_logit_softcapping=30.0)),
     "gemma3": ("gemma3_text", dict(sliding_window=64)),
     "qwen3": ("qwen3", dict(head_dim=128, tie_word_embeddings=True)),  # transformers reads no head size for Qwen 3
+    "phi3": ("phi3", dict(pad_token_id=0)),  # q|k|v and gate|up each one tensor (attn_qkv, ffn_up), an untied head
     # mixtures of experts: 8 experts of 256 (K-quant rows), 2 a token, an untied head (llama.cpp wants Qwen 2 MoE's);
     # Qwen 3's top-k weights normalized (llama.cpp always does for qwen3moe); Qwen 2's with a shared expert and its gate
     "qwen3moe": ("qwen3_moe", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256,
@@ -152,16 +153,20 @@ EXPERT_KEYS = {"num_experts": "expert_count", "num_experts_per_tok": "expert_use
 
 
 def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, seed: int = 0,
-               head_dim: int | None = None, rope_scaling: dict | None = None) -> Path:
+               head_dim: int | None = None, rope_scaling: dict | None = None, rotary_dim: int | None = None,
+               extra_tensors: dict[str, torch.Tensor] | None = None, **config) -> Path:
     """A tiny random model of `arch` (ARCHS; hidden 256, head dim 64 unless ARCHS or `head_dim` says) as llama.cpp's
     converter writes it: each tensor named by gguf-py's map, norms F32 (Gemma's stored as 1 + w, as its converter does
     them), the others in `types`' format for their kind (KINDS; F32 where not given); the embedded model's tokenizer.
-    `rope_scaling`: {arch}.rope.<key> metadata, as write's."""
+    `rope_scaling`: {arch}.rope.<key> metadata, as write's; `rotary_dim`: {arch}.rope.dimension_count, where the
+    rotary embedding turns part of each head (Phi-4-mini's 96 of 128); `extra_tensors`: F32 tensors by GGUF name
+    (Phi 3's LongRoPE factors, rope_factors_long.weight and rope_factors_short.weight); `config`: more of the
+    transformers config (sliding_window, max_position_embeddings ...)."""
     import gguf
     from transformers import AutoConfig, AutoModelForCausalLM
 
     model_type, extra = ARCHS[arch]
-    extra = extra | ({} if head_dim is None else {"head_dim": head_dim})
+    extra = extra | ({} if head_dim is None else {"head_dim": head_dim}) | config
     shape = dict(vocab_size=49152, hidden_size=256, intermediate_size=512, num_hidden_layers=layers,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=2048,
                  rms_norm_eps=1e-6) | extra
@@ -174,6 +179,10 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
     writer.add_layer_norm_rms_eps(shape["rms_norm_eps"])
     for key, value in (rope_scaling or {}).items():
         _add_value(writer, f"{arch}.rope.{key}", value)
+    if rotary_dim is not None:
+        writer.add_rope_dimension_count(rotary_dim)
+    for name, w in (extra_tensors or {}).items():
+        _add(writer, name, w, F32)
     for key, value in extra.items():
         if key == "sliding_window":
             writer.add_sliding_window(value)

@@ -41,8 +41,9 @@ from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.cpu.int8_linear import Int8Linear, Member
 from nsample.engine.prefix_attention import Chunk, Group
 
-FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"}  # LlamaDecoderLayer's, Qwen 3's with q/k
-# RMSNorms per head, Qwen 2 and 3 MoE's with experts in place of the MLP on a GGUF file's blocks (gguf_experts.py)
+FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi3"}  # LlamaDecoderLayer's, Qwen 3's
+# with q/k RMSNorms per head, Qwen 2 and 3 MoE's with experts in place of the MLP on a GGUF file's blocks
+# (gguf_experts.py), Phi 3's with q|k|v and gate|up each one projection (qkv_proj, gate_up_proj)
 SILU = {"SiLU", "SiLUActivation"}  # torch's and transformers' x·sigmoid(x)
 SHORT_PROMPT = 16  # prompts of at most this many tokens prefill here too (`prefill`), on the decode kernels
 
@@ -153,6 +154,8 @@ def build(model) -> FusedDecoder | None:
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     if head_dim % 16 or cfg.hidden_size % 32 or getattr(cfg, "hidden_act", "silu") != "silu":
         return None
+    if cfg.rope_parameters.get("partial_rotary_factor", 1.0) != 1.0:  # Phi-4-mini's: the kernels turn whole heads
+        return None
     try:
         layers = [_layer(layer, ops) for layer in model.model.layers]
         int8 = any(m.int8_activations for m in model.modules() if type(m) is GGUFLinear)
@@ -166,17 +169,18 @@ def build(model) -> FusedDecoder | None:
 def _layer(layer: nn.Module, ops, prefill: bool = False) -> Layer:
     attn, mlp = layer.self_attn, layer.mlp
     moe = _moe(layer, ops, prefill) if hasattr(mlp, "experts") else None
-    if moe is None and type(mlp.act_fn).__name__ not in SILU:
+    if moe is None and type(getattr(mlp, "act_fn", None) or mlp.activation_fn).__name__ not in SILU:
         raise ValueError("not a plain SiLU MLP")
     norms = layer.input_layernorm, layer.post_attention_layernorm
     if norms[0].variance_epsilon != norms[1].variance_epsilon:
         raise ValueError("two epsilons")
     qk_norms = (attn.q_norm, attn.k_norm) if hasattr(attn, "q_norm") else None
-    mlp_parts = (None, None) if moe else (_joined(ops, [mlp.gate_proj, mlp.up_proj], prefill),
-                                          _joined(ops, [mlp.down_proj], prefill))
-    return Layer(norms[0].variance_epsilon, norms[0].weight.float(),
-                 _joined(ops, [attn.q_proj, attn.k_proj, attn.v_proj], prefill), _joined(ops, [attn.o_proj], prefill),
-                 norms[1].weight.float(), *mlp_parts, qk_norms, moe)
+    gate_up = [mlp.gate_up_proj] if hasattr(mlp, "gate_up_proj") else [getattr(mlp, "gate_proj", None),
+                                                                       getattr(mlp, "up_proj", None)]  # Phi 3: one
+    mlp_parts = (None, None) if moe else (_joined(ops, gate_up, prefill), _joined(ops, [mlp.down_proj], prefill))
+    qkv = [attn.qkv_proj] if hasattr(attn, "qkv_proj") else [attn.q_proj, attn.k_proj, attn.v_proj]
+    return Layer(norms[0].variance_epsilon, norms[0].weight.float(), _joined(ops, qkv, prefill),
+                 _joined(ops, [attn.o_proj], prefill), norms[1].weight.float(), *mlp_parts, qk_norms, moe)
 
 
 def _moe(layer: nn.Module, ops, prefill: bool) -> Moe:

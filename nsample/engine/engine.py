@@ -20,6 +20,7 @@ from nsample.engine.structured import Grammars
 from nsample.errors import InvalidRequest
 from nsample.models.model_loader import load_pretrained, resolve_device, resolve_dtype
 from nsample.models.prompts import prompt_ids
+from nsample.models.rope_scaling import pin_longrope
 from nsample.models.token_bytes import TokenBytes
 from nsample.request import Request
 from nsample.sampling_params import SamplingParams
@@ -48,6 +49,7 @@ class Engine(BaseEngine):
         self.device = model.device
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self.context = min(model.config.max_position_embeddings, config.max_context or 2**31)
+        self.longrope = pin_longrope(model, self.context)  # Phi 3's factors: by the window, as llama.cpp and vLLM
         eos = model.generation_config.eos_token_id
         self.eos_ids = {t for t in ([eos] if isinstance(eos, int) else eos or []) + [tokenizer.eos_token_id]
                         if t is not None}

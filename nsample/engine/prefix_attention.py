@@ -150,7 +150,9 @@ def enable(model) -> bool:
     """Switch `model` to shared-prefix attention if its architecture is plain causal attention."""
     cfg = model.config.get_text_config(decoder=True)
     layer_types = getattr(cfg, "layer_types", None)
-    windowed = set(layer_types) != {"full_attention"} if layer_types else bool(getattr(cfg, "sliding_window", None))
+    window = getattr(cfg, "sliding_window", None)  # Phi-3.5's 262144 never binds in its 131072 positions
+    windowed = (set(layer_types) != {"full_attention"} if layer_types else
+                bool(window) and window < cfg.max_position_embeddings)
     if cfg.model_type not in FAMILIES or windowed:
         return False
     AttentionInterface.register(NAME, shared_prefix_attention)

@@ -40,8 +40,9 @@ from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
 from nsample.models import model_cache, rope_factors, rope_scaling
 
 INDEX = "gguf_tensors.json"
-VERSION = "gguf3"  # of the metadata entries: gguf2 added the rope scaling (rope_scaling.py), gguf3 the experts' sizes
-OLDER = ("gguf", "gguf2")  # earlier versions' entries, removed when a file's entry is made again
+VERSION = "gguf4"  # of the metadata entries: gguf2 added the rope scaling (rope_scaling.py), gguf3 the experts' sizes,
+# gguf4 Phi 3's LongRoPE and partial rotary
+OLDER = ("gguf", "gguf2", "gguf3")  # earlier versions' entries, removed when a file's entry is made again
 NAMES = "gguf_names.json"
 Q8_0 = 8
 EXPERT_TENSOR = re.compile(r"\.ffn_(gate|up|down)_exps\.weight$")  # a layer's experts, (experts, rows, row bytes)
@@ -54,6 +55,7 @@ def metadata(path: Path, cache: Path) -> Path:
         return target
     for older in OLDER:
         shutil.rmtree(cache / f"{path.stem}-{model_cache.key(path)}-{older}", ignore_errors=True)
+    from gguf import dequantize
     from transformers import AutoConfig, AutoTokenizer
 
     from nsample.models.gguf_reading import shared_reading
@@ -63,13 +65,15 @@ def metadata(path: Path, cache: Path) -> Path:
         arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
         rope = {k: f.contents() for k, f in reader.fields.items() if k.startswith(f"{arch}.rope.")}
         context = reader.fields.get(f"{arch}.context_length")
+        longrope = {key: dequantize(t.data, t.tensor_type).reshape(-1).tolist() for t in reader.tensors
+                    for key, name in rope_scaling.LONGROPE_TENSORS.items() if t.name == name}  # Phi 3's
         index = {"architecture": arch, "tensors": {
             t.name: {"type": int(t.tensor_type), "shape": [int(s) for s in t.data.shape],
                      "offset": int(t.data_offset), "nbytes": int(t.n_bytes)} for t in reader.tensors},
-                 "rope_scaling": rope_scaling.read(rope, arch, int(context.contents()) if context else 0)}
+                 "rope_scaling": rope_scaling.read(rope, arch, int(context.contents()) if context else 0, longrope)}
         config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-        rope_scaling.configure(config, index["rope_scaling"])
         _read_missing(config, reader, arch)
+        rope_scaling.configure(config, index["rope_scaling"])
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
 
     def write(folder: Path) -> None:
@@ -87,11 +91,22 @@ MISSING = {"head_dim": "attention.key_length", "moe_intermediate_size": "expert_
 def _read_missing(config, reader, arch: str) -> None:
     """Sizes a file stores where transformers' GGUF config reads none for its architecture: the head size (Qwen 3:
     it assumes 128, true of every released Qwen 3 but not of every file), an expert's and a shared expert's MLP
-    size (Qwen 2 and 3 MoE: it keeps its defaults, Qwen1.5-MoE-A2.7B's and Qwen3-30B-A3B's)."""
-    for attr, key in MISSING.items():  # the file's own value, where transformers read one too
+    size (Qwen 2 and 3 MoE: it keeps its defaults, Qwen1.5-MoE-A2.7B's and Qwen3-30B-A3B's), Phi 3's rotary size
+    (Phi-4-mini turns 96 of each head's 128). Not Phi 3's sliding window (Phi-3-mini-4k's 2047): llama.cpp turns it
+    off for Phi files (its PR 13676), and so does transformers' GGUF config, which does not read it."""
+    def get(key):
         field = reader.fields.get(f"{arch}.{key}")
-        if field is not None and hasattr(config, attr):
-            setattr(config, attr, int(field.contents()))
+        return None if field is None else field.contents()
+
+    for attr, key in MISSING.items():  # the file's own value, where transformers read one too
+        if get(key) is not None and hasattr(config, attr):
+            setattr(config, attr, int(get(key)))
+    if config.model_type != "phi3":
+        return
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    if get("rope.dimension_count") is not None:
+        config.rope_parameters = {**config.rope_parameters,
+                                  "partial_rotary_factor": int(get("rope.dimension_count")) / head_dim}
 
 
 def _processor_class(arch: str):

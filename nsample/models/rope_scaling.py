@@ -12,8 +12,17 @@ Here the keys become transformers' rope parameters of the same meaning (`rope_ty
 same formulas as ggml's rope_yarn, tested against llama.cpp's own logits), set on the config before the model is
 built (`configure`; the file's blocks) or its rotary embeddings built again from it (`apply`; transformers' float32
 conversion). The fused decode takes cos and sin from that module, so it follows. A scaling transformers cannot
-express (LongRoPE, YaRN with its own extrapolation or attention factors, DeepSeek's log multiplier) is refused at
-load with what it is, never rotated another way.
+express (YaRN with its own extrapolation or attention factors, DeepSeek's log multiplier, a "longrope" type without
+its factors) is refused at load with what it is, never rotated another way.
+
+Phi 3's LongRoPE (Phi-3.5-mini, Phi-4-mini, the 128K Phi-3s) is no key but two tensors: llama.cpp's converter writes
+the short and long frequency factors as `rope_factors_short.weight` and `rope_factors_long.weight`, with
+`.scaling.attn_factor` (sqrt(1 + ln(scale) / ln(original context)), which multiplies cos and sin) and
+`.scaling.original_context_length`. They become transformers' "longrope" parameters. Which factors rotate is the
+engine's context's choice, once (`pin_longrope`), as llama.cpp chooses by its n_ctx and vLLM by max_model_len: the
+long ones where the context passes the original one. transformers' own rotary would choose per forward, by the
+longest position in it, so a row's rotation would depend on its neighbours' lengths, and keys cached before the
+sequence passed the original context would be rotated by the other factors than those after.
 """
 import math
 
@@ -23,12 +32,24 @@ from torch import nn
 YARN_DEFAULTS = {"yarn_ext_factor": 1.0, "yarn_attn_factor": 1.0, "attn_factor": 1.0, "yarn_log_multiplier": 0.0}
 
 
-def read(fields: dict, arch: str, context_length: int) -> dict | None:
+LONGROPE_TENSORS = {"long_factor": "rope_factors_long.weight", "short_factor": "rope_factors_short.weight"}
+
+
+def read(fields: dict, arch: str, context_length: int, factors: dict | None = None) -> dict | None:
     """transformers' rope parameters (without rope_theta) for the GGUF metadata `fields` (name -> value) of an `arch`
-    file, or None where it is not scaled; ValueError for a scaling transformers cannot express."""
+    file, or None where it is not scaled; ValueError for a scaling transformers cannot express. `factors`: LongRoPE's
+    factors where the file has them (LONGROPE_TENSORS' keys, each a list of floats)."""
     def get(key, default=None):
         return fields.get(f"{arch}.rope.{key}", default)
 
+    if factors:
+        if set(factors) != set(LONGROPE_TENSORS):
+            raise ValueError(f"this GGUF file has LongRoPE factors {sorted(factors)}, not both "
+                             f"{sorted(LONGROPE_TENSORS)}")
+        original = int(get("scaling.original_context_length", context_length))
+        return {"rope_type": "longrope", **{k: [float(x) for x in v] for k, v in factors.items()},
+                "original_max_position_embeddings": original, "factor": max(1.0, context_length / original),
+                "attention_factor": float(get("scaling.attn_factor", 1.0))}  # llama.cpp's 1 where the key is missing
     kind = get("scaling.type", "none")
     factor = get("scaling.factor", get("scale_linear"))
     if kind == "none" and get("scale_linear") is not None:
@@ -39,7 +60,8 @@ def read(fields: dict, arch: str, context_length: int) -> dict | None:
         return {"rope_type": "linear", "factor": float(factor)}
     if kind != "yarn":
         raise ValueError(f"this GGUF file's rope scaling ({arch}.rope.scaling.type = {kind!r}) is not supported: "
-                         f"nsample rotates linear and YaRN scaling as llama.cpp does")
+                         f"nsample rotates linear and YaRN scaling as llama.cpp does, and Phi 3's LongRoPE by its "
+                         f"factor tensors {sorted(LONGROPE_TENSORS.values())}")
     odd = {k: get(f"scaling.{k}") for k, want in YARN_DEFAULTS.items()
            if get(f"scaling.{k}") is not None and not math.isclose(get(f"scaling.{k}"), want)}
     if get("scaling.alpha") is not None:
@@ -65,8 +87,10 @@ def configure(config, params: dict | None) -> bool:
     full = rope.get("full_attention") if "rope_theta" not in rope else None
     if params is None or (full or rope).get("rope_type", "default") != "default":
         return False  # not scaled, or scaled already
-    if "rope_theta" in rope:
-        config.rope_parameters = {**params, "rope_theta": rope["rope_theta"]}
+    if hasattr(config, "original_max_position_embeddings") and "original_max_position_embeddings" in params:
+        config.original_max_position_embeddings = params["original_max_position_embeddings"]  # Phi 3's: it wins
+    if "rope_theta" in rope:  # keeping its other keys (Phi 3's partial_rotary_factor)
+        config.rope_parameters = {**rope, **params}
     elif isinstance(full, dict):
         config.rope_parameters = {**rope, "full_attention": {**params, "rope_theta": full["rope_theta"]}}
     else:
@@ -87,3 +111,23 @@ def apply(model: nn.Module, params: dict | None) -> None:
             device = next(iter(module.buffers())).device
             fresh = type(module)(config=module.config).to(device)
             setattr(model.get_submodule(parent_name) if parent_name else model, child, fresh)
+
+
+def pin_longrope(model: nn.Module, context: int) -> str | None:
+    """Rotate every LongRoPE rotary embedding of `model` by one set of factors at every position: the long ones where
+    `context` (the engine's window) passes the original context, else the short ones. Which was pinned ("long",
+    "short"), or None where the model has no LongRoPE."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    pinned = None
+    for module in model.modules():
+        if getattr(module, "rope_type", None) != "longrope" or not hasattr(module, "original_inv_freq"):
+            continue
+        original = module.config.rope_parameters["original_max_position_embeddings"]
+        pinned = "long" if context > original else "short"
+        inv_freq = module.original_inv_freq if pinned == "short" else ROPE_INIT_FUNCTIONS["longrope"](
+            module.config, module.inv_freq.device, seq_len=original + 1)[0]
+        # transformers' update picks long_inv_freq past the original context, original_inv_freq before: both alike
+        module.long_inv_freq = module.original_inv_freq = inv_freq.clone()
+        module.inv_freq.copy_(inv_freq)
+    return pinned
