@@ -3,7 +3,8 @@ which transformers' GGUF loading ignores: the short and long frequency factors (
 rope_factors_long.weight), the attention factor on cos and sin (.rope.scaling.attn_factor), the original context, and
 the rotary size (.rope.dimension_count: Phi-4-mini turns 96 of each head's 128). The logits are llama.cpp's on the
 same file, with the factors the engine's context picks as llama.cpp's n_ctx picks them, on both load paths; one set
-of factors rotates every position, whatever the rows beside it, for a hub model too."""
+of factors rotates every position, whatever the rows beside it, for a hub model too. A partial rotary on the file's
+blocks turns whole heads, reordered, so the fused decode runs it."""
 import math
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import nsample
 from nsample.config import EngineConfig
 from nsample.engine import Engine
 from nsample.models.tiny_model import tiny_model
+from nsample.models.whole_head_rotary import WholeHeadRotary, head_order, qk_rows
 
 pytestmark = needs_gguf
 ORIGINAL = 512  # the original context; the file's context_length is 2048
@@ -64,20 +66,41 @@ def test_the_logits_are_llama_cpps_with_the_factors_the_context_picks(float32_fi
 
 
 @torch.inference_mode()
-def test_a_partial_rotary_is_llama_cpps_on_the_models_own_modules(tmp_path):
-    """Phi-4-mini's kind: half of each head turns. The fused decode turns whole heads, so the model's modules run."""
+def test_a_partial_rotary_is_llama_cpps_turned_to_whole_heads(tmp_path):
+    """Phi-4-mini's kind: half of each head turns. On the file's blocks its q/k rows are reordered and cos and sin
+    widened so whole heads turn (whole_head_rotary.py), and the fused decode runs it; the logits are llama.cpp's."""
     path = phi3_file(tmp_path, "tiny-phi3-partial", rotary_dim=32)
     want = llama_cpp_logits(path, IDS[0].tolist(), n_ctx=1024)
-    engine = nsample.load(str(path))
-    try:
-        assert engine.model.config.rope_parameters["partial_rotary_factor"] == 0.5 and engine.longrope == "long"
-        assert engine.runner.fused is None and engine.shared_prefix
-        got = engine.model(IDS).logits[0]
-        a = engine.generate("The sea is wide.", n=2, temperature=0, max_tokens=8, ignore_eos=True)
-        assert a.choices[0].token_ids == a.choices[1].token_ids
-    finally:
-        engine.close()
-    assert (got - want).abs().max() < 1e-4 * want.abs().max()
+    for quantize in ("gguf", "none"):
+        engine = nsample.load(str(path), quantize=quantize)
+        try:
+            assert engine.model.config.rope_parameters["partial_rotary_factor"] == 0.5 and engine.longrope == "long"
+            assert isinstance(engine.model.model.rotary_emb, WholeHeadRotary) == (quantize == "gguf")
+            assert (engine.runner.fused is not None) == (quantize == "gguf") and engine.shared_prefix
+            got = engine.model(IDS).logits[0]
+        finally:
+            engine.close()
+        assert (got - want).abs().max() < 1e-4 * want.abs().max()
+
+
+def test_a_partial_rotary_decodes_its_greedy_choices_on_whole_heads(tmp_path):
+    """The fused decode on the reordered blocks, and transformers' partial rotary on the float32 conversion, choose
+    alike, past the 16 prompt tokens the kernels prefill too (longer ones prefill in the model's modules)."""
+    path = phi3_file(tmp_path, "tiny-phi3-partial-q4", types=TYPES["mix"], rotary_dim=32)
+    with engine_pair(path) as (fast, ref):
+        assert fast.runner.fused is not None and ref.runner.fused is None
+        for prompt in ("The sea is wide.", "The sea is wide and the ships are slow. " * 4):
+            a, b = (e.generate(prompt, n=2, temperature=0, max_tokens=16, ignore_eos=True) for e in (fast, ref))
+            assert a.choices[0].token_ids == a.choices[1].token_ids == b.choices[0].token_ids
+
+
+def test_whole_head_order_pairs_each_turned_dimension_with_its_own():
+    order = head_order(8, 4)  # turned 0..3 (pairs 0-2, 1-3), passed 4..7
+    assert order.tolist() == [0, 1, 4, 5, 2, 3, 6, 7]  # pairs j, j + 4: 0-2, 1-3, and 4-6, 5-7 (passed)
+    rows = qk_rows(heads=2, kv_heads=1, D=8, R=4, rows=(2 + 2 * 1) * 8)
+    assert rows[:24].view(3, 8).sub(torch.arange(0, 24, 8)[:, None]).eq(order).all()  # each q and k head
+    assert rows[24:].tolist() == list(range(24, 32))  # v as it was
+    assert qk_rows(2, 1, 8, 4, rows=8).tolist() == order.tolist()  # a k projection alone
 
 
 @torch.inference_mode()

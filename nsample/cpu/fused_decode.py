@@ -40,6 +40,7 @@ from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.cpu.int8_linear import Int8Linear, Member
 from nsample.engine.prefix_attention import Chunk, Group
+from nsample.models.whole_head_rotary import WholeHeadRotary
 
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi3"}  # LlamaDecoderLayer's, Qwen 3's
 # with q/k RMSNorms per head, Qwen 2 and 3 MoE's with experts in place of the MLP on a GGUF file's blocks
@@ -154,7 +155,8 @@ def build(model) -> FusedDecoder | None:
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     if head_dim % 16 or cfg.hidden_size % 32 or getattr(cfg, "hidden_act", "silu") != "silu":
         return None
-    if cfg.rope_parameters.get("partial_rotary_factor", 1.0) != 1.0:  # Phi-4-mini's: the kernels turn whole heads
+    if (cfg.rope_parameters.get("partial_rotary_factor", 1.0) != 1.0  # the kernels turn whole heads: Phi-4-mini's
+            and not isinstance(model.model.rotary_emb, WholeHeadRotary)):  # partial one must be made so at load
         return None
     try:
         layers = [_layer(layer, ops) for layer in model.model.layers]

@@ -37,7 +37,7 @@ from torch import nn
 from nsample.cpu import gguf_experts
 from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
-from nsample.models import model_cache, rope_factors, rope_scaling
+from nsample.models import model_cache, rope_factors, rope_scaling, whole_head_rotary
 
 INDEX = "gguf_tensors.json"
 VERSION = "gguf4"  # of the metadata entries: gguf2 added the rope scaling (rope_scaling.py), gguf3 the experts' sizes,
@@ -144,6 +144,7 @@ def load(path: Path, cache: Path):
     tensors = {names[n]: (n, info) for n, info in index["tensors"].items() if n in names}
     if "lm_head.weight" not in tensors and config.tie_word_embeddings:
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
+    turned = _partial_rotary(config, tensors)  # Phi-4-mini's: turned to whole heads (whole_head_rotary.py)
     raws, experts = {}, {}
     for gguf_name, info in index["tensors"].items():
         found, hf_name = EXPERT_TENSOR.search(gguf_name), names.get(gguf_name.removesuffix(".weight"))
@@ -153,6 +154,9 @@ def load(path: Path, cache: Path):
         raw = _rows(data, info)
         if ".attn_q." in gguf_name or ".attn_k." in gguf_name:
             raw = raw[_row_order(processor, gguf_name, len(raw))]  # llama: back to transformers' rotary layout
+        if turned and hf_name.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight")):
+            raw = raw[whole_head_rotary.qk_rows(config.num_attention_heads, config.num_key_value_heads, *turned,
+                                                len(raw))]
         if not EXPERT_TENSOR.search(gguf_name):
             raws[hf_name] = raw, info["type"]
     for module_name, parts in experts.items():
@@ -162,9 +166,19 @@ def load(path: Path, cache: Path):
                  lambda w, name=tensors[hf_name][0]: torch.from_numpy(processor.process(w.numpy(), name).weights))
     _rebuild_meta_buffers(model)
     rope_factors.apply(model, rope_factors.read(path, index))  # Llama 3's scaled frequencies
+    if turned:
+        whole_head_rotary.install(model)
     if isinstance(head := model.get_output_embeddings(), GGUFLinear):
         head.head = True
     return model.eval(), tokenizer
+
+
+def _partial_rotary(config, tensors: dict) -> tuple[int, int] | None:
+    """(head size, turned size) where the rotary embedding turns part of each head and its q/k rows can be put in
+    whole_head_rotary's order (no bias on them), else None."""
+    D, R = whole_head_rotary.rotary_size(config)
+    biased = any(n.endswith(("q_proj.bias", "k_proj.bias", "qkv_proj.bias")) for n in tensors)
+    return (D, R) if R < D and R % 2 == 0 and (D - R) % 2 == 0 and not biased else None
 
 
 def weights_map(model: nn.Module, processor) -> dict[str, str]:
