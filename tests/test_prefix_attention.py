@@ -37,3 +37,38 @@ def test_the_cpu_and_gpu_formulas_match_a_row_by_row_softmax_for_a_cohort_of_thr
             alone = torch.empty_like(q[rows])
             attend_cpu(q[rows].clone(), [(0, len(alone), k_p, v_p)], k[rows].clone(), v[rows].clone(), alone)
             assert torch.equal(alone, cpu[rows])
+
+
+def test_a_sliding_window_that_never_binds_keeps_the_shared_prefix():
+    """Phi-3.5-mini's config has a window of 262144 in its 131072 positions: plain causal attention, so its prompt is
+    shared and its choices are those of the model without a window; a window shorter than the positions is not."""
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    from nsample.config import EngineConfig
+    from nsample.engine import Engine
+    from nsample.models.tiny_model import tiny_model
+
+    _, tokenizer = tiny_model()
+    shape = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, pad_token_id=0)
+    torch.manual_seed(0)
+    model = Phi3ForCausalLM(Phi3Config(**shape, sliding_window=4096)).eval()
+    plain = Phi3ForCausalLM(Phi3Config(**shape)).eval()
+    plain.load_state_dict(model.state_dict())
+    ids = tokenizer("The sea is wide and the ships are slow.", return_tensors="pt").input_ids
+    with torch.inference_mode():
+        want = plain.generate(ids, max_new_tokens=8, do_sample=False)[0, ids.shape[1]:].tolist()
+    engine = Engine(model, tokenizer, EngineConfig(quantize="none"))
+    try:
+        assert engine.shared_prefix
+        out = engine.generate("The sea is wide and the ships are slow.", n=3, temperature=0, max_tokens=8,
+                              ignore_eos=True)
+        assert [c.token_ids for c in out.choices] == [want] * 3
+    finally:
+        engine.close()
+    windowed = Engine(Phi3ForCausalLM(Phi3Config(**shape, sliding_window=64)).eval(), tokenizer,
+                      EngineConfig(quantize="none"))
+    try:
+        assert not windowed.shared_prefix
+    finally:
+        windowed.close()

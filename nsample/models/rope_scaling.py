@@ -24,9 +24,12 @@ long ones where the context passes the original one. transformers' own rotary wo
 longest position in it, so a row's rotation would depend on its neighbours' lengths, and keys cached before the
 sequence passed the original context would be rotated by the other factors than those after.
 """
+import logging
 import math
 
 from torch import nn
+
+log = logging.getLogger(__name__)
 
 # YaRN keys and the values that mean what transformers computes (llama.cpp's defaults)
 YARN_DEFAULTS = {"yarn_ext_factor": 1.0, "yarn_attn_factor": 1.0, "attn_factor": 1.0, "yarn_log_multiplier": 0.0}
@@ -130,4 +133,7 @@ def pin_longrope(model: nn.Module, context: int) -> str | None:
         # transformers' update picks long_inv_freq past the original context, original_inv_freq before: both alike
         module.long_inv_freq = module.original_inv_freq = inv_freq.clone()
         module.inv_freq.copy_(inv_freq)
+    if pinned == "long":
+        log.info("LongRoPE: the long factors turn every position, as the context (%d) passes the original %d; "
+                 "max_context=%d takes the short ones", context, original, original)
     return pinned
