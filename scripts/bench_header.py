@@ -13,7 +13,9 @@ HF_KINDS = {"embed_tokens": "token_embd", "self_attn.q_proj": "attn_q", "self_at
             "mlp.experts.gate": "ffn_gate_exps", "mlp.experts.up": "ffn_up_exps", "mlp.experts.down": "ffn_down_exps",
             "mlp.shared_expert.gate_proj": "ffn_gate_shexp", "mlp.shared_expert.up_proj": "ffn_up_shexp",
             "mlp.shared_expert.down_proj": "ffn_down_shexp", "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
-            }  # transformers' names -> GGUF's (Qwen 2 and 3 MoE's experts, router and shared expert too)
+            "self_attn.qkv_proj": "attn_qkv", "mlp.gate_up_proj": "ffn_up",
+            }  # transformers' names -> GGUF's (Qwen 2 and 3 MoE's experts, router and shared expert; Phi 3's q|k|v and
+# gate|up, each one tensor, ffn_up holding both)
 MIB = 2**20
 
 

@@ -19,13 +19,16 @@
   --qwen3moe            a Qwen 3 MoE of Qwen3-30B-A3B's kind scaled down (QWEN3MOE: 64 experts of 512 in each of 12
                         layers, 8 a token, a float32 router; q/k head norms, head size 128, an untied head; SmolLM2's
                         vocabulary, so 1.4B parameters of which 0.3B a token), Q4_K_M.
+  --phi4mini            a Phi 3 of Phi-4-mini's shape (PHI4MINI: q|k|v and gate|up each one tensor, 96 of each head's
+                        128 dimensions turned, LongRoPE of 4096 -> 131072 with factors 1.0, a tied head; SmolLM2's
+                        vocabulary, so 3.4B parameters), Q4_K_M (2.1 GB; 7 GB free disk while its F16 exists).
 Files go to --out (default $NSAMPLE_CACHE_DIR/fixtures, else ~/.cache/nsample/fixtures), named by a key of their
 source file's path, size and mtime (as nsample.models.model_loader.converted_gguf keys its cache); a file that already
 exists is kept. Each quantization runs in a child process, so llama.cpp (and its OpenMP runtime) never loads into
 the caller, e.g. a test process; files appear atomically (written under a temporary name, then renamed).
 For every file it prints the tensor count per ggml type, the type(s) of each tensor kind, and the size.
 
-Usage: python scripts/make_fixtures.py [--embedded] [--large] [--7b] [--qwen3] [--gemma3] [--qwen3moe]
+Usage: python scripts/make_fixtures.py [--embedded] [--large] [--7b] [--qwen3] [--gemma3] [--qwen3moe] [--phi4mini]
                                        [--types Q4_K_M ...]
                                        [--out DIR] [--paths]
        python scripts/benchmark.py --gguf $(python scripts/make_fixtures.py --embedded --large --paths)
@@ -33,6 +36,7 @@ In tests: sys.path.insert(0, "scripts"); from make_fixtures import fixture; path
 """
 import argparse
 import hashlib
+import math
 import os
 import re
 import subprocess
@@ -64,11 +68,15 @@ GEMMA3 = {"arch": "gemma3", "hidden": 1152, "intermediate": 6912, "layers": 26, 
 QWEN3MOE = {"arch": "qwen3moe", "hidden": 1024, "intermediate": 3072, "layers": 12, "heads": 16, "kv_heads": 4,
             "head_dim": 128, "experts": 64, "experts_used": 8, "expert_ff": 512, "context": 4096,
             "rope_base": 1000000.0, "rms_eps": 1e-6}  # Qwen3-30B-A3B's kind (8 of its experts a token), scaled down
+PHI4MINI = {"arch": "phi3", "hidden": 3072, "intermediate": 8192, "layers": 32, "heads": 24, "kv_heads": 8,
+            "rotary_dim": 96, "tied": True, "context": 131072, "original_context": 4096, "rope_base": 10000.0,
+            "rms_eps": 1e-5}  # Phi-4-mini's: q|k|v and gate|up each one tensor, 96 of 128 turned, LongRoPE
 MODELS = {"large": ("TinyLlama-1.1B-random", LARGE, ("Q4_1", "Q4_K_M")),
           "7b": ("Mistral-7B-random", SEVEN_B, ("Q4_K_M",)),
           "qwen3": ("Qwen3-0.6B-random", QWEN3, ("Q4_K_M",)),
           "gemma3": ("Gemma3-1B-random", GEMMA3, ("Q4_K_M",)),
-          "qwen3moe": ("Qwen3-MoE-1.4B-A0.3B-random", QWEN3MOE, ("Q4_K_M",))}  # prefix -> name, shape, default types
+          "qwen3moe": ("Qwen3-MoE-1.4B-A0.3B-random", QWEN3MOE, ("Q4_K_M",)),
+          "phi4mini": ("Phi-4-mini-3.4B-random", PHI4MINI, ("Q4_K_M",))}  # prefix -> name, shape, default types
 KINDS = ("token_embd", "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
          "ffn_down", "output_norm", "output")  # the order kinds are listed in (others after them)
 SEED, STD = 0, 0.02
@@ -176,12 +184,17 @@ def large_tensors(vocab: int, shape: dict) -> list[tuple[str, tuple[int, ...]]]:
              ("ffn_down", (h, f))] + ([("attn_q_norm", (d,)), ("attn_k_norm", (d,))]
                                       if arch in ("qwen3", "qwen3moe", "gemma3") else [])
     layer += [("post_attention_norm", (h,)), ("post_ffw_norm", (h,))] if arch == "gemma3" else []
+    if arch == "phi3":  # q|k|v and gate|up each one tensor
+        layer = [("attn_norm", (h,)), ("attn_qkv", (q + 2 * kv, h)), ("attn_output", (h, q)), ("ffn_norm", (h,)),
+                 ("ffn_up", (2 * f, h)), ("ffn_down", (h, f))]
     if "experts" in shape:  # a mixture of experts in place of the MLP: a router, then (experts, rows, columns)
         E, ef = shape["experts"], shape["expert_ff"]
         layer = [(k, d) for k, d in layer if k not in ("ffn_gate", "ffn_up", "ffn_down")] + [
             ("ffn_gate_inp", (E, h)), ("ffn_gate_exps", (E, ef, h)), ("ffn_up_exps", (E, ef, h)),
             ("ffn_down_exps", (E, h, ef))]
-    return ([("token_embd.weight", (vocab, h))]
+    longrope = [(f"rope_factors_{k}.weight", (shape["rotary_dim"] // 2,)) for k in ("long", "short")
+                ] if "original_context" in shape else []  # LongRoPE's factors (1.0 here: 1-D tensors are ones)
+    return ([("token_embd.weight", (vocab, h))] + longrope
             + [(f"blk.{i}.{kind}.weight", dims) for i in range(shape["layers"]) for kind, dims in layer]
             + [("output_norm.weight", (h,))] + ([] if shape.get("tied") else [("output.weight", (vocab, h))]))
 
@@ -226,7 +239,11 @@ def write_large_f16(path: Path, tokenizer_source: Path, name: str, shape: dict) 
     writer.add_head_count(shape["heads"])
     writer.add_head_count_kv(shape["kv_heads"])
     head_dim = shape.get("head_dim", h // shape["heads"])
-    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_dimension_count(shape.get("rotary_dim", head_dim))
+    if "original_context" in shape:  # LongRoPE, as llama.cpp's converter writes Phi 3's
+        writer.add_rope_scaling_orig_ctx_len(shape["original_context"])
+        writer.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(shape["context"] / shape["original_context"])
+                                                       / math.log(shape["original_context"])))
     if "head_dim" in shape:
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
@@ -326,10 +343,12 @@ def main():
     ap.add_argument("--qwen3moe", action="store_true",
                     help="a 1.4B random Qwen 3 MoE (64 experts of 512, 8 a token: 0.3B active; q/k norms, untied "
                          "head; SmolLM2's vocabulary) as Q4_K_M")
+    ap.add_argument("--phi4mini", action="store_true",
+                    help="a 3.4B random Phi 3 of Phi-4-mini's shape (partial rotary, LongRoPE, tied) as Q4_K_M")
     ap.add_argument("--types", nargs="+", choices=FTYPES, default=None,
                     help=f"types to build (default {' '.join(EMBEDDED_TYPES)} for --embedded, "
                          f"{' '.join(MODELS['large'][2])} for --large, {' '.join(MODELS['7b'][2])} for --7b, "
-                         "--qwen3, --gemma3 and --qwen3moe)")
+                         "--qwen3, --gemma3, --qwen3moe and --phi4mini)")
     ap.add_argument("--out", type=Path, default=None, help="default: $NSAMPLE_CACHE_DIR/fixtures")
     ap.add_argument("--paths", action="store_true",
                     help="print only the files' paths, one a line (for `benchmark.py --gguf $(...)`)")
@@ -340,10 +359,11 @@ def main():
         return
     out = args.out or fixtures_dir()
     paths = []
-    if args.embedded or not (args.large or args.seven_b or args.qwen3 or args.gemma3 or args.qwen3moe):
+    if args.embedded or not (args.large or args.seven_b or args.qwen3 or args.gemma3 or args.qwen3moe
+                             or args.phi4mini):
         paths += build_embedded(out, tuple(args.types or EMBEDDED_TYPES))
     for model, asked in (("large", args.large), ("7b", args.seven_b), ("qwen3", args.qwen3), ("gemma3", args.gemma3),
-                         ("qwen3moe", args.qwen3moe)):
+                         ("qwen3moe", args.qwen3moe), ("phi4mini", args.phi4mini)):
         if asked:
             t0 = time.perf_counter()
             paths += build_large(out, tuple(args.types or MODELS[model][2]), model)
