@@ -8,13 +8,15 @@ import ggml_quantizer as gq
 import pytest
 import tiny_gguf
 import torch
-from gguf_fixtures import TYPES, engine_pair, tiny_gguf_file
+from gguf_fixtures import TYPES, engine_pair, llama_cpp_logits, tiny_gguf_file
 from seed_contract import assert_choices_replay_alone
 from transformers import AutoConfig, AutoModelForCausalLM
 
 import nsample
 from nsample.cpu import kernels, weights_report
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
+from nsample.models import gguf_model
+from nsample.models.embedded import cache_dir
 
 pytestmark = pytest.mark.skipif(kernels.ops() is None or not gq.available(),
                                 reason="no C++ kernels here, or no llama.cpp quantizer (llama-cpp-python)")
@@ -34,7 +36,9 @@ def arch(request):
 def test_the_blocks_norms_and_embedding_rows_are_transformers_own_bitwise(arch):
     path, fast, _ = arch
     model = fast.model
-    ref = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+    config = AutoConfig.from_pretrained(gguf_model.metadata(path, cache_dir()))  # with what transformers misses
+    ref = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, config=config,
+                                               dtype=torch.float32).eval()
     assert fast.quantize == "gguf" and type(model) is type(ref)
     projections = {n: m for n, m in model.named_modules() if isinstance(m, GGUFLinear)}
     assert set(projections) == {n for n, m in ref.named_modules() if type(m) is torch.nn.Linear}  # and the head
@@ -108,3 +112,43 @@ def test_a_qwen3_file_of_another_head_size_loads_with_its_own(tmp_path):
             assert len(engine.generate("Hi", n=2, max_tokens=4, ignore_eos=True).choices[1].token_ids) == 4
         finally:
             engine.close()
+
+
+IDS = torch.arange(1, 1 + 100).mul(151).remainder(49000)  # 100 positions: past the tiny Gemmas' window of 64
+
+
+@pytest.mark.parametrize("name", list(tiny_gguf.ARCHS))
+@torch.inference_mode()
+def test_the_logits_are_llama_cpps_on_a_float32_file(tmp_path, name):
+    """llama.cpp (llama-cpp-python, float32 weights and KV cache) on the same file. Gemma's GELU is its float16 table
+    in llama.cpp, some 5e-4 of logits near 1.7; the others agree to float32's noise. The tiny Gemmas' head size (64)
+    is not 256, the attention scale transformers' GGUF config assumed: their logits were 0.16 and 1.1 away."""
+    path = tiny_gguf.write_arch(tmp_path / f"tiny-{name}-f32.gguf", name, {})
+    want = llama_cpp_logits(path, IDS.tolist())
+    engine = nsample.load(str(path))
+    try:
+        assert engine.quantize == "gguf"
+        got = engine.model(IDS[None]).logits[0]
+    finally:
+        engine.close()
+    assert (got - want).abs().max() < (2e-3 if name.startswith("gemma") else 5e-5)
+
+
+@torch.inference_mode()
+def test_a_27b_gemma_scales_its_queries_by_hidden_over_heads_as_llama_cpp(tmp_path):
+    """llama.cpp tells Gemma 3 27B by its 62 layers and scales its queries by 1/sqrt(hidden / heads) (168 there, its
+    head size 128); so does nsample, on a tiny file of 62 layers whose head size (32) is not hidden / heads (64).
+    Through 62 layers llama.cpp's float16 GELU drifts (some 0.07 of logits near 1.8, on average); scaled by the head
+    size the logits are six times as far."""
+    path = tiny_gguf.write_arch(tmp_path / "tiny-gemma3-62.gguf", "gemma3", {}, layers=62, head_dim=32)
+    want = llama_cpp_logits(path, IDS[:40].tolist())
+    engine = nsample.load(str(path))
+    try:
+        assert engine.model.config.query_pre_attn_scalar == 64
+        got = engine.model(IDS[None, :40]).logits[0]
+        for layer in engine.model.model.layers:
+            layer.self_attn.scaling = 32 ** -0.5  # the head size's scale, as transformers' config had it (256)
+        other = engine.model(IDS[None, :40]).logits[0]
+    finally:
+        engine.close()
+    assert (got - want).abs().mean() < 0.15 and (other - want).abs().mean() > 3 * (got - want).abs().mean()

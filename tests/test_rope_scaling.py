@@ -107,6 +107,7 @@ def test_gemma3s_linear_scaling_applies_to_its_full_attention_layers_alone(tmp_p
                                 rope_scaling={"scaling.type": "linear", "scaling.factor": 8.0})  # layer 6: full
     plain = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
     config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    config.query_pre_attn_scalar = config.head_dim  # llama.cpp's, which transformers' GGUF config leaves at 256
     full = config.rope_parameters["full_attention"]
     config.rope_parameters = {**config.rope_parameters, "full_attention": {**full, "rope_type": "linear",
                                                                            "factor": 8.0}}

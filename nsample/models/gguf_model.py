@@ -41,7 +41,7 @@ from nsample.models import model_cache, rope_factors, rope_scaling, whole_head_r
 
 INDEX = "gguf_tensors.json"
 VERSION = "gguf4"  # of the metadata entries: gguf2 added the rope scaling (rope_scaling.py), gguf3 the experts' sizes,
-# gguf4 Phi 3's LongRoPE and partial rotary
+# gguf4 Phi 3's LongRoPE and partial rotary, Gemma 2 and 3's attention scale
 OLDER = ("gguf", "gguf2", "gguf3")  # earlier versions' entries, removed when a file's entry is made again
 NAMES = "gguf_names.json"
 Q8_0 = 8
@@ -88,12 +88,18 @@ MISSING = {"head_dim": "attention.key_length", "moe_intermediate_size": "expert_
            "shared_expert_intermediate_size": "expert_shared_feed_forward_length"}  # config attribute -> GGUF key
 
 
+GEMMA_27B_LAYERS = {"gemma2": 46, "gemma3": 62}  # the 27B models' layers, whose queries scale by hidden / heads
+
+
 def _read_missing(config, reader, arch: str) -> None:
     """Sizes a file stores where transformers' GGUF config reads none for its architecture: the head size (Qwen 3:
     it assumes 128, true of every released Qwen 3 but not of every file), an expert's and a shared expert's MLP
     size (Qwen 2 and 3 MoE: it keeps its defaults, Qwen1.5-MoE-A2.7B's and Qwen3-30B-A3B's), Phi 3's rotary size
-    (Phi-4-mini turns 96 of each head's 128). Not Phi 3's sliding window (Phi-3-mini-4k's 2047): llama.cpp turns it
-    off for Phi files (its PR 13676), and so does transformers' GGUF config, which does not read it."""
+    (Phi-4-mini turns 96 of each head's 128); Gemma 2 and 3's attention scale, which the file does not hold and
+    transformers' GGUF config leaves at 256: 1/sqrt(head size), or 1/sqrt(hidden / heads) for the 27B models (144 and
+    168 where the head size is 128), as llama.cpp and the hub configs have it. Not Phi 3's sliding window
+    (Phi-3-mini-4k's 2047): llama.cpp turns it off for Phi files (its PR 13676), and so does transformers' GGUF
+    config, which does not read it."""
     def get(key):
         field = reader.fields.get(f"{arch}.{key}")
         return None if field is None else field.contents()
@@ -101,10 +107,11 @@ def _read_missing(config, reader, arch: str) -> None:
     for attr, key in MISSING.items():  # the file's own value, where transformers read one too
         if get(key) is not None and hasattr(config, attr):
             setattr(config, attr, int(get(key)))
-    if config.model_type != "phi3":
-        return
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    if get("rope.dimension_count") is not None:
+    if arch in GEMMA_27B_LAYERS:  # the file has no attention scale: llama.cpp's rule, from gemma_pytorch's configs
+        big = config.num_hidden_layers == GEMMA_27B_LAYERS[arch]
+        config.query_pre_attn_scalar = config.hidden_size // config.num_attention_heads if big else head_dim
+    if config.model_type == "phi3" and get("rope.dimension_count") is not None:
         config.rope_parameters = {**config.rope_parameters,
                                   "partial_rotary_factor": int(get("rope.dimension_count")) / head_dim}
 

@@ -1,6 +1,7 @@
 """Finding and loading models: the embedded SmolLM2 GGUF (cached as safetensors), hub ids, folders, .gguf files."""
 import json
 import math
+import shutil
 from pathlib import Path
 
 import torch
@@ -28,9 +29,13 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return getattr(torch, dtype)
 
 
+CONVERTED = "f32b"  # of the conversions: f32b took the config of gguf_model.metadata's gguf4 (Phi 3's partial
+# rotary, Gemma's attention scale); the unversioned ones before it are removed when a file's conversion is made again
+
+
 def _converted_folder(gguf: Path) -> Path:
     """Where the float32 conversion of `gguf` is cached (it is there once its config.json is)."""
-    return cache_dir() / f"{gguf.stem}-{model_cache.key(gguf)}"
+    return cache_dir() / f"{gguf.stem}-{model_cache.key(gguf)}-{CONVERTED}"
 
 
 def converted_gguf(gguf: Path) -> Path:
@@ -38,6 +43,7 @@ def converted_gguf(gguf: Path) -> Path:
     target = _converted_folder(gguf)
     if (target / "config.json").is_file():
         return target
+    shutil.rmtree(cache_dir() / f"{gguf.stem}-{model_cache.key(gguf)}", ignore_errors=True)  # the one before f32b
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from nsample.models import gguf_model
@@ -103,8 +109,6 @@ def check_room_to_convert(gguf: Path, why: str) -> None:
     """ModelMissing where transformers' float32 conversion of `gguf` (4 bytes a weight, in memory and in the cache on
     disk) would not fit in the memory available now or on the cache's disk: a 7B file would otherwise take some
     28 GB and the machine's swap or its OOM killer, where its blocks need its own 4 GB. A cached conversion passes."""
-    import shutil
-
     import psutil
 
     from nsample.models import gguf_model
