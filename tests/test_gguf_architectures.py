@@ -1,7 +1,8 @@
 """GGUF files of other architectures than Llama loaded as their blocks (nsample/models/gguf_model.py), not as a
 float32 copy: Gemma 2 and 3, whose norms llama.cpp's converter stores as 1 + w and whose embedding scales its rows by
-sqrt(hidden), Qwen 3, whose q and k heads each have an RMSNorm, and Phi 3, whose q|k|v and gate|up are each one
-tensor (both decoded in the fused C++ layers: their steps are tested with the others' in test_fused_decode.py). The
+sqrt(hidden), Qwen 3, whose q and k heads each have an RMSNorm, Phi 3, whose q|k|v and gate|up are each one tensor,
+and SmolLM3, which transformers' GGUF loading refused (gguf_architectures.py), every fourth layer without a rotary
+embedding (the last three decoded in the fused C++ layers: their steps are tested in test_fused_decode.py). The
 projections, the embedding's rows and the norms are transformers' own bitwise, the logits within 1e-4 of its
 forward, greedy choices those of transformers' float32 model of the file, and the seed contract holds."""
 import ggml_quantizer as gq
@@ -24,7 +25,7 @@ Q4_K_M = TYPES["mix"]
 PROMPTS = ["Write a short poem about the sea.", "What is 17 times 23?", "Name three colours.", "Say hello."]
 
 
-@pytest.fixture(scope="module", params=["gemma2", "gemma3", "qwen3", "phi3"])
+@pytest.fixture(scope="module", params=["gemma2", "gemma3", "qwen3", "phi3", "smollm3"])
 def arch(request):
     """(path, the file as its blocks, the file through transformers' float32 conversion) for one architecture."""
     path = tiny_gguf_file(request.param)
@@ -123,7 +124,7 @@ def test_the_logits_are_llama_cpps_on_a_float32_file(tmp_path, name):
     """llama.cpp (llama-cpp-python, float32 weights and KV cache) on the same file. Gemma's GELU is its float16 table
     in llama.cpp, some 5e-4 of logits near 1.7; the others agree to float32's noise. The tiny Gemmas' head size (64)
     is not 256, the attention scale transformers' GGUF config assumed: their logits were 0.16 and 1.1 away."""
-    path = tiny_gguf.write_arch(tmp_path / f"tiny-{name}-f32.gguf", name, {})
+    path = tiny_gguf.write_arch(tmp_path / f"tiny-{name}-f32.gguf", name, {}, layers=4 if name == "smollm3" else 2)
     want = llama_cpp_logits(path, IDS.tolist())
     engine = nsample.load(str(path))
     try:

@@ -139,6 +139,7 @@ ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyon
     "gemma3": ("gemma3_text", dict(sliding_window=64)),
     "qwen3": ("qwen3", dict(head_dim=128, tie_word_embeddings=True)),  # transformers reads no head size for Qwen 3
     "phi3": ("phi3", dict(pad_token_id=0)),  # q|k|v and gate|up each one tensor (attn_qkv, ffn_up), an untied head
+    "smollm3": ("smollm3", dict(tie_word_embeddings=True, pad_token_id=0)),  # every fourth layer without rope (4+)
     # mixtures of experts: 8 experts of 256 (K-quant rows), 2 a token, an untied head (llama.cpp wants Qwen 2 MoE's);
     # Qwen 3's top-k weights normalized (llama.cpp always does for qwen3moe); Qwen 2's with a shared expert and its gate
     "qwen3moe": ("qwen3_moe", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256,
@@ -147,6 +148,7 @@ ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyon
                                    shared_expert_intermediate_size=512, norm_topk_prob=False,
                                    tie_word_embeddings=False)),
 }
+PERMUTED = {"smollm3"}  # architectures whose converter permutes q and k rows as Llama's
 EXPERT_KEYS = {"num_experts": "expert_count", "num_experts_per_tok": "expert_used_count",
                "moe_intermediate_size": "expert_feed_forward_length",
                "shared_expert_intermediate_size": "expert_shared_feed_forward_length"}  # gguf-py's names
@@ -181,6 +183,8 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
         _add_value(writer, f"{arch}.rope.{key}", value)
     if rotary_dim is not None:
         writer.add_rope_dimension_count(rotary_dim)
+    if "rope_theta" in model.config.rope_parameters:  # one base for every layer (not Gemma 3's two)
+        writer.add_rope_freq_base(model.config.rope_parameters["rope_theta"])
     for name, w in (extra_tensors or {}).items():
         _add(writer, name, w, F32)
     for key, value in extra.items():
@@ -209,6 +213,8 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
             continue
         if ".ffn_gate_inp_shexp." in name:  # the shared expert's gate: one row, which llama.cpp's converter stores 1-D
             w = w.reshape(-1)
+        if arch in PERMUTED and base.endswith(("q_proj", "k_proj")):  # for llama.cpp's rotary layout, as Llama's
+            w = permute(w, shape["num_attention_heads" if base.endswith("q_proj") else "num_key_value_heads"])
         kind = name.split(".")[-2] if name.startswith("blk.") else name.split(".")[0]
         _add(writer, name, w, types.get(kind.removesuffix("_shexp"), F32))  # a shared expert as the MLP
     return _finish(writer, path)

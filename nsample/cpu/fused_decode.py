@@ -42,9 +42,10 @@ from nsample.cpu.int8_linear import Int8Linear, Member
 from nsample.engine.prefix_attention import Chunk, Group
 from nsample.models.whole_head_rotary import WholeHeadRotary
 
-FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi3"}  # LlamaDecoderLayer's, Qwen 3's
-# with q/k RMSNorms per head, Qwen 2 and 3 MoE's with experts in place of the MLP on a GGUF file's blocks
-# (gguf_experts.py), Phi 3's with q|k|v and gate|up each one projection (qkv_proj, gate_up_proj)
+FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi3", "smollm3"}  # LlamaDecoderLayer's,
+# Qwen 3's with q/k RMSNorms per head, Qwen 2 and 3 MoE's with experts in place of the MLP on a GGUF file's blocks
+# (gguf_experts.py), Phi 3's with q|k|v and gate|up each one projection (qkv_proj, gate_up_proj), SmolLM3's with
+# no rotary embedding on every fourth layer (cos 1 and sin 0 there: the kernels' rotation leaves q and k as they are)
 SILU = {"SiLU", "SiLUActivation"}  # torch's and transformers' x·sigmoid(x)
 SHORT_PROMPT = 16  # prompts of at most this many tokens prefill here too (`prefill`), on the decode kernels
 
@@ -60,6 +61,7 @@ class Layer:
     down: object
     qk_norms: tuple[nn.Module, nn.Module] | None = None  # Qwen 3: RMSNorm of each q and k head before the rotary
     moe: "Moe | None" = None
+    rope: bool = True  # False: SmolLM3's layers without a rotary embedding
 
 
 @dataclass
@@ -98,13 +100,14 @@ class FusedDecoder:
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, groups: list[Group]) -> torch.Tensor:
         """Next-token logits (B, V) for one token per row, ids and positions (B, 1), rows grouped by cohort."""
         h = self.embed(ids[:, 0]).float().contiguous()  # (B, E)
-        cos, sin = (x[:, 0].float().contiguous() for x in self.rotary(h, positions))  # (B, D) each
+        tables = self._tables(*(x[:, 0].float().contiguous() for x in self.rotary(h, positions)))  # (B, D) each
         own = [v for g in groups for v in (g.start, g.cohort.length)]
         segments = [v for g in groups for s in g.segments for v in (g.start + s.start, g.start + s.stop)]
         prompts = [s.kv.prefix for g in groups for s in g.segments]
         return self._forward(h, self.layers, lambda i, qkv: self.ops.decode_attention(
-            qkv, cos, sin, self.heads, self.kv_heads, self.scale, own, [g.cohort.keys[i] for g in groups],
-            [g.cohort.values[i] for g in groups], segments, [p[i][0] for p in prompts], [p[i][1] for p in prompts]))
+            qkv, *tables[self.layers[i].rope], self.heads, self.kv_heads, self.scale, own,
+            [g.cohort.keys[i] for g in groups], [g.cohort.values[i] for g in groups], segments,
+            [p[i][0] for p in prompts], [p[i][1] for p in prompts]))
 
     @torch.inference_mode()
     def prefill(self, ids: torch.Tensor, positions: torch.Tensor, chunks: list[Chunk], keep: list[int]
@@ -112,11 +115,11 @@ class FusedDecoder:
         """Prefill short prompts' chunks packed into one sequence, ids and positions (T,), each chunk's keys and
         values stored in its request's SharedKV; the logits (len(keep), V) of the rows `keep`."""
         h = self.embed(ids).float().contiguous()  # (T, E)
-        cos, sin = (x[0].float().contiguous() for x in self.rotary(h, positions[None]))  # (T, D) each
+        tables = self._tables(*(x[0].float().contiguous() for x in self.rotary(h, positions[None])))  # (T, D) each
         spans = [v for c in chunks for v in (c.start, c.stop, c.first)]
         return self._forward(h, self.prefill_layers, lambda i, qkv: self.ops.prefill_attention(
-            qkv, cos, sin, self.heads, self.kv_heads, self.scale, spans, [c.kv.buffers[i][0] for c in chunks],
-            [c.kv.buffers[i][1] for c in chunks]), keep)
+            qkv, *tables[self.prefill_layers[i].rope], self.heads, self.kv_heads, self.scale, spans,
+            [c.kv.buffers[i][0] for c in chunks], [c.kv.buffers[i][1] for c in chunks]), keep)
 
     def _forward(self, h: torch.Tensor, layers: list[Layer], attention, keep: list[int] | None = None
                  ) -> torch.Tensor:
@@ -133,6 +136,11 @@ class FusedDecoder:
                 h += L.moe(h)
         h = h if keep is None else h[keep].contiguous()
         return ops.norm_linear(h, self.norm.weight, self.norm.variance_epsilon, self.head)
+
+    @staticmethod
+    def _tables(cos: torch.Tensor, sin: torch.Tensor) -> dict[bool, tuple[torch.Tensor, torch.Tensor]]:
+        """The rotary tables of a layer with a rotary embedding (True) and of one without (False: cos 1, sin 0)."""
+        return {True: (cos, sin), False: (torch.ones_like(cos), torch.zeros_like(sin))}
 
     def _norm_heads(self, qkv: torch.Tensor, q_norm: nn.Module, k_norm: nn.Module) -> None:
         """Qwen 3's q_norm and k_norm, the model's own modules, on each q and k head of qkv (M, (H + 2·Hkv)·D), in
@@ -182,7 +190,8 @@ def _layer(layer: nn.Module, ops, prefill: bool = False) -> Layer:
     mlp_parts = (None, None) if moe else (_joined(ops, gate_up, prefill), _joined(ops, [mlp.down_proj], prefill))
     qkv = [attn.qkv_proj] if hasattr(attn, "qkv_proj") else [attn.q_proj, attn.k_proj, attn.v_proj]
     return Layer(norms[0].variance_epsilon, norms[0].weight.float(), _joined(ops, qkv, prefill),
-                 _joined(ops, [attn.o_proj], prefill), norms[1].weight.float(), *mlp_parts, qk_norms, moe)
+                 _joined(ops, [attn.o_proj], prefill), norms[1].weight.float(), *mlp_parts, qk_norms, moe,
+                 bool(getattr(attn, "use_rope", True)))
 
 
 def _moe(layer: nn.Module, ops, prefill: bool) -> Moe:

@@ -37,7 +37,7 @@ from torch import nn
 from nsample.cpu import gguf_experts
 from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
-from nsample.models import model_cache, rope_factors, rope_scaling, whole_head_rotary
+from nsample.models import gguf_architectures, model_cache, rope_factors, rope_scaling, whole_head_rotary
 
 INDEX = "gguf_tensors.json"
 VERSION = "gguf4"  # of the metadata entries: gguf2 added the rope scaling (rope_scaling.py), gguf3 the experts' sizes,
@@ -50,6 +50,7 @@ EXPERT_TENSOR = re.compile(r"\.ffn_(gate|up|down)_exps\.weight$")  # a layer's e
 
 def metadata(path: Path, cache: Path) -> Path:
     """A folder with the file's config, tokenizer and tensor index, made once per file (cached under `cache`)."""
+    gguf_architectures.register()  # SmolLM3's, which transformers' GGUF loading does not take by itself
     target = cache / f"{path.stem}-{model_cache.key(path)}-{VERSION}"
     if (target / INDEX).is_file():
         return target
