@@ -1,8 +1,9 @@
 """GGUF files of other architectures than Llama loaded as their blocks (nsample/models/gguf_model.py), not as a
 float32 copy: Gemma 2 and 3, whose norms llama.cpp's converter stores as 1 + w and whose embedding scales its rows by
 sqrt(hidden), Qwen 3, whose q and k heads each have an RMSNorm, Phi 3, whose q|k|v and gate|up are each one tensor,
-and SmolLM3, which transformers' GGUF loading refused (gguf_architectures.py), every fourth layer without a rotary
-embedding (the last three decoded in the fused C++ layers: their steps are tested in test_fused_decode.py). The
+SmolLM3, which transformers' GGUF loading refused (gguf_architectures.py), every fourth layer without a rotary
+embedding (those three decoded in the fused C++ layers: their steps are tested in test_fused_decode.py), and Granite,
+refused too, with its four multipliers. The
 projections, the embedding's rows and the norms are transformers' own bitwise, the logits within 1e-4 of its
 forward, greedy choices those of transformers' float32 model of the file, and the seed contract holds."""
 import ggml_quantizer as gq
@@ -25,7 +26,7 @@ Q4_K_M = TYPES["mix"]
 PROMPTS = ["Write a short poem about the sea.", "What is 17 times 23?", "Name three colours.", "Say hello."]
 
 
-@pytest.fixture(scope="module", params=["gemma2", "gemma3", "qwen3", "phi3", "smollm3"])
+@pytest.fixture(scope="module", params=["gemma2", "gemma3", "qwen3", "phi3", "smollm3", "granite"])
 def arch(request):
     """(path, the file as its blocks, the file through transformers' float32 conversion) for one architecture."""
     path = tiny_gguf_file(request.param)

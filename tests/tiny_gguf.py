@@ -140,6 +140,8 @@ ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyon
     "qwen3": ("qwen3", dict(head_dim=128, tie_word_embeddings=True)),  # transformers reads no head size for Qwen 3
     "phi3": ("phi3", dict(pad_token_id=0)),  # q|k|v and gate|up each one tensor (attn_qkv, ffn_up), an untied head
     "smollm3": ("smollm3", dict(tie_word_embeddings=True, pad_token_id=0)),  # every fourth layer without rope (4+)
+    "granite": ("granite", dict(embedding_multiplier=12.0, residual_multiplier=0.22, logits_scaling=8.0,
+                                attention_multiplier=0.015625, tie_word_embeddings=True)),  # Granite 3's kind
     # mixtures of experts: 8 experts of 256 (K-quant rows), 2 a token, an untied head (llama.cpp wants Qwen 2 MoE's);
     # Qwen 3's top-k weights normalized (llama.cpp always does for qwen3moe); Qwen 2's with a shared expert and its gate
     "qwen3moe": ("qwen3_moe", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256,
@@ -148,7 +150,9 @@ ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyon
                                    shared_expert_intermediate_size=512, norm_topk_prob=False,
                                    tie_word_embeddings=False)),
 }
-PERMUTED = {"smollm3"}  # architectures whose converter permutes q and k rows as Llama's
+PERMUTED = {"smollm3", "granite"}  # architectures whose converter permutes q and k rows as Llama's
+GRANITE_KEYS = {"embedding_multiplier": "embedding_scale", "residual_multiplier": "residual_scale",
+                "logits_scaling": "logit_scale", "attention_multiplier": "attention.scale"}  # as its converter
 EXPERT_KEYS = {"num_experts": "expert_count", "num_experts_per_tok": "expert_used_count",
                "moe_intermediate_size": "expert_feed_forward_length",
                "shared_expert_intermediate_size": "expert_shared_feed_forward_length"}  # gguf-py's names
@@ -194,6 +198,8 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
             writer.add_float32(f"{arch}.{key}", value)
         elif key in EXPERT_KEYS:
             writer.add_uint32(f"{arch}.{EXPERT_KEYS[key]}", value)
+        elif key in GRANITE_KEYS:
+            writer.add_float32(f"{arch}.{GRANITE_KEYS[key]}", value)
     names = gguf.get_tensor_name_map(next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch), layers)
     for hf_name, w in model.state_dict().items():
         if hf_name == "lm_head.weight":
