@@ -50,7 +50,7 @@ EXPERT_TENSOR = re.compile(r"\.ffn_(gate|up|down)_exps\.weight$")  # a layer's e
 
 def metadata(path: Path, cache: Path) -> Path:
     """A folder with the file's config, tokenizer and tensor index, made once per file (cached under `cache`)."""
-    gguf_architectures.register()  # SmolLM3's, which transformers' GGUF loading does not take by itself
+    gguf_architectures.register()  # SmolLM3 and Granite, which transformers' GGUF loading does not take by itself
     target = cache / f"{path.stem}-{model_cache.key(path)}-{VERSION}"
     if (target / INDEX).is_file():
         return target
