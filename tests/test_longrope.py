@@ -16,9 +16,9 @@ from transformers import AutoModelForCausalLM, Phi3Config, Phi3ForCausalLM
 
 import nsample
 from nsample.config import EngineConfig
+from nsample.cpu.whole_head_rotary import WholeHeadRotary, head_order, qk_rows
 from nsample.engine import Engine
 from nsample.models.tiny_model import tiny_model
-from nsample.models.whole_head_rotary import WholeHeadRotary, head_order, qk_rows
 
 pytestmark = needs_gguf
 ORIGINAL = 512  # the original context; the file's context_length is 2048

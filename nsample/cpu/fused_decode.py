@@ -39,8 +39,8 @@ from nsample.cpu import gguf_experts, kernels
 from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.cpu.int8_linear import Int8Linear, Member
+from nsample.cpu.whole_head_rotary import WholeHeadRotary
 from nsample.engine.prefix_attention import Chunk, Group
-from nsample.models.whole_head_rotary import WholeHeadRotary
 
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi3", "smollm3"}  # LlamaDecoderLayer's,
 # Qwen 3's with q/k RMSNorms per head, Qwen 2 and 3 MoE's with experts in place of the MLP on a GGUF file's blocks

@@ -34,10 +34,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from nsample.cpu import gguf_experts
+from nsample.cpu import gguf_experts, whole_head_rotary
 from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
-from nsample.models import gguf_architectures, model_cache, rope_factors, rope_scaling, whole_head_rotary
+from nsample.models import gguf_architectures, model_cache, rope_factors, rope_scaling
 
 INDEX = "gguf_tensors.json"
 VERSION = "gguf4"  # of the metadata entries: gguf2 added the rope scaling (rope_scaling.py), gguf3 the experts' sizes,
