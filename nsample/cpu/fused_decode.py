@@ -95,6 +95,7 @@ class FusedDecoder:
         self.embed, self.rotary, self.norm = model.model.embed_tokens, model.model.rotary_emb, model.model.norm
         self.heads, self.kv_heads, self.scale = cfg.num_attention_heads, cfg.num_key_value_heads, attn.scaling
         self.head_dim = attn.head_dim
+        self.ropeless = not all(L.rope for L in layers)  # SmolLM3: a table of cos 1 and sin 0 is made each step
 
     @torch.inference_mode()
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, groups: list[Group]) -> torch.Tensor:
@@ -137,10 +138,10 @@ class FusedDecoder:
         h = h if keep is None else h[keep].contiguous()
         return ops.norm_linear(h, self.norm.weight, self.norm.variance_epsilon, self.head)
 
-    @staticmethod
-    def _tables(cos: torch.Tensor, sin: torch.Tensor) -> dict[bool, tuple[torch.Tensor, torch.Tensor]]:
-        """The rotary tables of a layer with a rotary embedding (True) and of one without (False: cos 1, sin 0)."""
-        return {True: (cos, sin), False: (torch.ones_like(cos), torch.zeros_like(sin))}
+    def _tables(self, cos: torch.Tensor, sin: torch.Tensor) -> dict[bool, tuple[torch.Tensor, torch.Tensor]]:
+        """The rotary tables of a layer with a rotary embedding (True) and, where the model has such layers, of one
+        without (False: cos 1, sin 0)."""
+        return {True: (cos, sin), **({False: (torch.ones_like(cos), torch.zeros_like(sin))} if self.ropeless else {})}
 
     def _norm_heads(self, qkv: torch.Tensor, q_norm: nn.Module, k_norm: nn.Module) -> None:
         """Qwen 3's q_norm and k_norm, the model's own modules, on each q and k head of qkv (M, (H + 2·Hkv)·D), in
@@ -185,9 +186,10 @@ def _layer(layer: nn.Module, ops, prefill: bool = False) -> Layer:
     if norms[0].variance_epsilon != norms[1].variance_epsilon:
         raise ValueError("two epsilons")
     qk_norms = (attn.q_norm, attn.k_norm) if hasattr(attn, "q_norm") else None
-    gate_up = [mlp.gate_up_proj] if hasattr(mlp, "gate_up_proj") else [getattr(mlp, "gate_proj", None),
-                                                                       getattr(mlp, "up_proj", None)]  # Phi 3: one
-    mlp_parts = (None, None) if moe else (_joined(ops, gate_up, prefill), _joined(ops, [mlp.down_proj], prefill))
+    mlp_parts = (None, None)
+    if moe is None:
+        gate_up = [mlp.gate_up_proj] if hasattr(mlp, "gate_up_proj") else [mlp.gate_proj, mlp.up_proj]  # Phi 3: one
+        mlp_parts = (_joined(ops, gate_up, prefill), _joined(ops, [mlp.down_proj], prefill))
     qkv = [attn.qkv_proj] if hasattr(attn, "qkv_proj") else [attn.q_proj, attn.k_proj, attn.v_proj]
     return Layer(norms[0].variance_epsilon, norms[0].weight.float(), _joined(ops, qkv, prefill),
                  _joined(ops, [attn.o_proj], prefill), norms[1].weight.float(), *mlp_parts, qk_norms, moe,

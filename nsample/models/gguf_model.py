@@ -108,7 +108,7 @@ def _read_missing(config, reader, arch: str) -> None:
     for attr, key in MISSING.items():  # the file's own value, where transformers read one too
         if get(key) is not None and hasattr(config, attr):
             setattr(config, attr, int(get(key)))
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    head_dim, _ = whole_head_rotary.rotary_size(config)
     if arch in GEMMA_27B_LAYERS:  # the file has no attention scale: llama.cpp's rule, from gemma_pytorch's configs
         big = config.num_hidden_layers == GEMMA_27B_LAYERS[arch]
         config.query_pre_attn_scalar = config.hidden_size // config.num_attention_heads if big else head_dim
