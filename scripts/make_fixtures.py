@@ -24,6 +24,9 @@
                         vocabulary, so 3.4B parameters), Q4_K_M (2.1 GB; 7 GB free disk while its F16 exists).
   --smollm3             a SmolLM3 of SmolLM3-3B's shape (SMOLLM3: every fourth layer without a rotary embedding, a tied
                         head; SmolLM2's vocabulary, so 2.9B parameters), Q4_K_M (1.7 GB).
+  --olmo2               an OLMo 2 of OLMo-2-0425-1B's shape (OLMO2: norms after the attention and the MLP, not before,
+                        RMSNorms on all of q and of k, 16 KV heads, an untied head; SmolLM2's vocabulary, so 1.1B
+                        parameters), Q4_K_M.
 Files go to --out (default $NSAMPLE_CACHE_DIR/fixtures, else ~/.cache/nsample/fixtures), named by a key of their
 source file's path, size and mtime (as nsample.models.model_loader.converted_gguf keys its cache); a file that already
 exists is kept. Each quantization runs in a child process, so llama.cpp (and its OpenMP runtime) never loads into
@@ -31,7 +34,7 @@ the caller, e.g. a test process; files appear atomically (written under a tempor
 For every file it prints the tensor count per ggml type, the type(s) of each tensor kind, and the size.
 
 Usage: python scripts/make_fixtures.py [--embedded] [--large] [--7b] [--qwen3] [--gemma3] [--qwen3moe] [--phi4mini]
-                                       [--smollm3]
+                                       [--smollm3] [--olmo2]
                                        [--types Q4_K_M ...]
                                        [--out DIR] [--paths]
        python scripts/benchmark.py --gguf $(python scripts/make_fixtures.py --embedded --large --paths)
@@ -76,13 +79,16 @@ PHI4MINI = {"arch": "phi3", "hidden": 3072, "intermediate": 8192, "layers": 32, 
             "rms_eps": 1e-5}  # Phi-4-mini's: q|k|v and gate|up each one tensor, 96 of 128 turned, LongRoPE
 SMOLLM3 = {"arch": "smollm3", "hidden": 2048, "intermediate": 11008, "layers": 36, "heads": 16, "kv_heads": 4,
            "tied": True, "context": 65536, "rope_base": 5000000.0, "rms_eps": 1e-6}  # SmolLM3-3B's: rope off on 1 in 4
+OLMO2 = {"arch": "olmo2", "hidden": 2048, "intermediate": 8192, "layers": 16, "heads": 16, "kv_heads": 16,
+         "context": 4096, "rope_base": 500000.0, "rms_eps": 1e-6}  # OLMo-2-0425-1B's: norms after attention and MLP
 MODELS = {"large": ("TinyLlama-1.1B-random", LARGE, ("Q4_1", "Q4_K_M")),
           "7b": ("Mistral-7B-random", SEVEN_B, ("Q4_K_M",)),
           "qwen3": ("Qwen3-0.6B-random", QWEN3, ("Q4_K_M",)),
           "gemma3": ("Gemma3-1B-random", GEMMA3, ("Q4_K_M",)),
           "qwen3moe": ("Qwen3-MoE-1.4B-A0.3B-random", QWEN3MOE, ("Q4_K_M",)),
           "phi4mini": ("Phi-4-mini-3.4B-random", PHI4MINI, ("Q4_K_M",)),
-          "smollm3": ("SmolLM3-2.9B-random", SMOLLM3, ("Q4_K_M",))}  # prefix -> name, shape, default types
+          "smollm3": ("SmolLM3-2.9B-random", SMOLLM3, ("Q4_K_M",)),
+          "olmo2": ("OLMo-2-1B-random", OLMO2, ("Q4_K_M",))}  # prefix -> name, shape, default types
 KINDS = ("token_embd", "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
          "ffn_down", "output_norm", "output")  # the order kinds are listed in (others after them)
 SEED, STD = 0, 0.02
@@ -190,6 +196,9 @@ def large_tensors(vocab: int, shape: dict) -> list[tuple[str, tuple[int, ...]]]:
              ("ffn_down", (h, f))] + ([("attn_q_norm", (d,)), ("attn_k_norm", (d,))]
                                       if arch in ("qwen3", "qwen3moe", "gemma3") else [])
     layer += [("post_attention_norm", (h,)), ("post_ffw_norm", (h,))] if arch == "gemma3" else []
+    if arch == "olmo2":  # no norms before attention and MLP: after them, and on all of q and of k
+        layer = [(k, d) for k, d in layer if k not in ("attn_norm", "ffn_norm")] + [
+            ("attn_q_norm", (q,)), ("attn_k_norm", (kv,)), ("post_attention_norm", (h,)), ("post_ffw_norm", (h,))]
     if arch == "phi3":  # q|k|v and gate|up each one tensor
         layer = [("attn_norm", (h,)), ("attn_qkv", (q + 2 * kv, h)), ("attn_output", (h, q)), ("ffn_norm", (h,)),
                  ("ffn_up", (2 * f, h)), ("ffn_down", (h, f))]
@@ -353,10 +362,12 @@ def main():
                     help="a 3.4B random Phi 3 of Phi-4-mini's shape (partial rotary, LongRoPE, tied) as Q4_K_M")
     ap.add_argument("--smollm3", action="store_true",
                     help="a 2.9B random SmolLM3 of SmolLM3-3B's shape (rope off on every fourth layer) as Q4_K_M")
+    ap.add_argument("--olmo2", action="store_true",
+                    help="a 1.1B random OLMo 2 of OLMo-2-0425-1B's shape (norms after attention and MLP) as Q4_K_M")
     ap.add_argument("--types", nargs="+", choices=FTYPES, default=None,
                     help=f"types to build (default {' '.join(EMBEDDED_TYPES)} for --embedded, "
                          f"{' '.join(MODELS['large'][2])} for --large, {' '.join(MODELS['7b'][2])} for --7b, "
-                         "--qwen3, --gemma3, --qwen3moe, --phi4mini and --smollm3)")
+                         "--qwen3, --gemma3, --qwen3moe, --phi4mini, --smollm3 and --olmo2)")
     ap.add_argument("--out", type=Path, default=None, help="default: $NSAMPLE_CACHE_DIR/fixtures")
     ap.add_argument("--paths", action="store_true",
                     help="print only the files' paths, one a line (for `benchmark.py --gguf $(...)`)")
@@ -368,10 +379,11 @@ def main():
     out = args.out or fixtures_dir()
     paths = []
     if args.embedded or not (args.large or args.seven_b or args.qwen3 or args.gemma3 or args.qwen3moe
-                             or args.phi4mini or args.smollm3):
+                             or args.phi4mini or args.smollm3 or args.olmo2):
         paths += build_embedded(out, tuple(args.types or EMBEDDED_TYPES))
     for model, asked in (("large", args.large), ("7b", args.seven_b), ("qwen3", args.qwen3), ("gemma3", args.gemma3),
-                         ("qwen3moe", args.qwen3moe), ("phi4mini", args.phi4mini), ("smollm3", args.smollm3)):
+                         ("qwen3moe", args.qwen3moe), ("phi4mini", args.phi4mini), ("smollm3", args.smollm3),
+                         ("olmo2", args.olmo2)):
         if asked:
             t0 = time.perf_counter()
             paths += build_large(out, tuple(args.types or MODELS[model][2]), model)

@@ -27,10 +27,9 @@ TYPES = {
 @functools.cache
 def tiny_gguf_file(kind: str, layers: int = 2) -> Path:
     """The tiny model (hidden 256, head dim 64) as a GGUF file of `kind` (TYPES), or a tiny model of another
-    architecture (tiny_gguf.ARCHS: "gemma2", "gemma3", "qwen3", "phi3", "smollm3", "qwen3moe", "qwen2moe") in the
-    Q4_K_M-like mix;
-    written once per session."""
-    layers = max(layers, 4) if kind == "smollm3" else layers  # its fourth layer has no rotary embedding
+    architecture (tiny_gguf.ARCHS: "gemma2", "gemma3", "qwen3", "phi3", "smollm3", "olmo2", "qwen3moe", ...) in the
+    Q4_K_M-like mix, of at least its tiny_gguf.MIN_LAYERS; written once per session."""
+    layers = max(layers, tiny_gguf.MIN_LAYERS.get(kind, 0))
     root = Path(tempfile.mkdtemp(prefix="nsample-gguf-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     path = root / f"tiny-{kind}-{layers}.gguf"

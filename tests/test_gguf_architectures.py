@@ -1,11 +1,12 @@
-"""GGUF files of other architectures than Llama loaded as their blocks (nsample/models/gguf_model.py), not as a
-float32 copy: Gemma 2 and 3, whose norms llama.cpp's converter stores as 1 + w and whose embedding scales its rows by
+"""GGUF files of other architectures than Llama loaded as their blocks (nsample/models/gguf_model.py), not as a float32
+copy: Gemma 2 and 3, whose norms llama.cpp's converter stores as 1 + w and whose embedding scales its rows by
 sqrt(hidden), Qwen 3, whose q and k heads each have an RMSNorm, Phi 3, whose q|k|v and gate|up are each one tensor,
-SmolLM3, which transformers' GGUF loading refused (gguf_architectures.py), every fourth layer without a rotary
-embedding (those three decoded in the fused C++ layers: their steps are tested in test_fused_decode.py), and Granite,
-refused too, with its four multipliers. The
-projections, the embedding's rows and the norms are transformers' own bitwise, the logits within 1e-4 of its
-forward, greedy choices those of transformers' float32 model of the file, and the seed contract holds."""
+SmolLM3, which transformers' GGUF loading refused (gguf_architectures.py), every fourth layer without a rotary embedding
+(those three decoded in the fused C++ layers: their steps are tested in test_fused_decode.py), Granite, refused too,
+with its four multipliers, OLMo 2 (refused too: post-norms, q/k norms over all heads) and OLMo 3 (an OLMo 2 file with a
+sliding window, three layers of four). The projections, the embedding's rows and the norms are transformers' own
+bitwise, the logits within 1e-4 of its forward, greedy choices those of transformers' float32 model of the file, and the
+seed contract holds."""
 import ggml_quantizer as gq
 import pytest
 import tiny_gguf
@@ -26,7 +27,8 @@ Q4_K_M = TYPES["mix"]
 PROMPTS = ["Write a short poem about the sea.", "What is 17 times 23?", "Name three colours.", "Say hello."]
 
 
-@pytest.fixture(scope="module", params=["gemma2", "gemma3", "qwen3", "phi3", "smollm3", "granite"])
+@pytest.fixture(scope="module", params=["gemma2", "gemma3", "qwen3", "phi3", "smollm3", "granite", "olmo2",
+                                                     "olmo3"])
 def arch(request):
     """(path, the file as its blocks, the file through transformers' float32 conversion) for one architecture."""
     path = tiny_gguf_file(request.param)
@@ -39,8 +41,13 @@ def test_the_blocks_norms_and_embedding_rows_are_transformers_own_bitwise(arch):
     path, fast, _ = arch
     model = fast.model
     config = AutoConfig.from_pretrained(gguf_model.metadata(path, cache_dir()))  # with what transformers misses
-    ref = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, config=config,
-                                               dtype=torch.float32).eval()
+    if config.model_type == "olmo3":  # transformers reads an OLMo 2 file as OLMo 2: its weights, in OLMo 3's model
+        weights = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name).state_dict()
+        ref = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+        ref.load_state_dict(weights)
+    else:
+        ref = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, config=config,
+                                                   dtype=torch.float32).eval()
     assert fast.quantize == "gguf" and type(model) is type(ref)
     projections = {n: m for n, m in model.named_modules() if isinstance(m, GGUFLinear)}
     assert set(projections) == {n for n, m in ref.named_modules() if type(m) is torch.nn.Linear}  # and the head
@@ -116,7 +123,7 @@ def test_a_qwen3_file_of_another_head_size_loads_with_its_own(tmp_path):
             engine.close()
 
 
-IDS = torch.arange(1, 1 + 100).mul(151).remainder(49000)  # 100 positions: past the tiny Gemmas' window of 64
+IDS = torch.arange(1, 1 + 100).mul(151).remainder(49000)  # 100 positions: past the tiny windows (64, 16)
 
 
 @pytest.mark.parametrize("name", list(tiny_gguf.ARCHS))
@@ -125,7 +132,7 @@ def test_the_logits_are_llama_cpps_on_a_float32_file(tmp_path, name):
     """llama.cpp (llama-cpp-python, float32 weights and KV cache) on the same file. Gemma's GELU is its float16 table
     in llama.cpp, some 5e-4 of logits near 1.7; the others agree to float32's noise. The tiny Gemmas' head size (64)
     is not 256, the attention scale transformers' GGUF config assumed: their logits were 0.16 and 1.1 away."""
-    path = tiny_gguf.write_arch(tmp_path / f"tiny-{name}-f32.gguf", name, {}, layers=4 if name == "smollm3" else 2)
+    path = tiny_gguf.write_arch(tmp_path / f"tiny-{name}-f32.gguf", name, {}, layers=tiny_gguf.MIN_LAYERS.get(name, 2))
     want = llama_cpp_logits(path, IDS.tolist())
     engine = nsample.load(str(path))
     try:

@@ -127,6 +127,27 @@ def test_gemma3s_linear_scaling_applies_to_its_full_attention_layers_alone(tmp_p
         engine.close()
 
 
+@pytest.mark.parametrize("quantize", ["gguf", "none"])
+@torch.inference_mode()
+def test_olmo3s_yarn_turns_its_full_attention_layers_alone_as_llama_cpp(tmp_path, quantize):
+    """OLMo 3 files (OLMo 2's architecture with a sliding window) carry YaRN; llama.cpp turns its sliding layers
+    unscaled, and so does transformers' OLMo 3 with the scaling on its full-attention layers. Both load paths give
+    llama.cpp's logits past the window (64) and the original context (32), and the scaling moves them."""
+    ids = torch.arange(1, 1 + 100).mul(151).remainder(49000)
+    keys = {"scaling.type": "yarn", "scaling.factor": 4.0, "scaling.original_context_length": 32}
+    path = tiny_gguf.write_arch(tmp_path / "tiny-olmo3-yarn.gguf", "olmo3", {}, layers=4, rope_scaling=keys)
+    plain = tiny_gguf.write_arch(tmp_path / "tiny-olmo3.gguf", "olmo3", {}, layers=4)
+    want = llama_cpp_logits(path, ids.tolist())
+    assert (want - llama_cpp_logits(plain, ids.tolist())).abs().max() > 1e-2
+    engine = nsample.load(str(path), quantize=quantize)
+    try:
+        rope = engine.model.config.rope_parameters
+        assert rope["sliding_attention"]["rope_type"] == "default" and rope["full_attention"]["rope_type"] == "yarn"
+        assert (engine.model(ids[None]).logits[0] - want).abs().max() < 5e-5
+    finally:
+        engine.close()
+
+
 def test_a_scaling_transformers_read_itself_is_kept():
     """transformers' GGUF config reads gpt-oss's YaRN itself (with truncate=False, which the file's keys do not
     say): its parameters stay as transformers made them."""

@@ -136,12 +136,15 @@ def write(path: Path, types: dict[str, int] | int, hidden: int = 256, layers: in
 
 ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyond the shape)
     "gemma2": ("gemma2", dict(sliding_window=64, attn_logit_softcapping=50.0, final_logit_softcapping=30.0)),
-    "gemma3": ("gemma3_text", dict(sliding_window=64)),
+    "gemma3": ("gemma3_text", dict(sliding_window=16)),  # five layers of six slide (6+: both kinds)
     "qwen3": ("qwen3", dict(head_dim=128, tie_word_embeddings=True)),  # transformers reads no head size for Qwen 3
     "phi3": ("phi3", dict(pad_token_id=0)),  # q|k|v and gate|up each one tensor (attn_qkv, ffn_up), an untied head
     "smollm3": ("smollm3", dict(tie_word_embeddings=True, pad_token_id=0)),  # every fourth layer without rope (4+)
     "granite": ("granite", dict(embedding_multiplier=12.0, residual_multiplier=0.22, logits_scaling=8.0,
                                 attention_multiplier=0.015625, tie_word_embeddings=True)),  # Granite 3's kind
+    "olmo2": ("olmo2", dict(tie_word_embeddings=False, pad_token_id=0, eos_token_id=0)),  # post-norms, q/k norms
+    # over all heads, q/k rows unpermuted; OLMo 3: OLMo 2's file (FILE_ARCH) with three sliding layers of four (4+)
+    "olmo3": ("olmo3", dict(sliding_window=16, tie_word_embeddings=False, pad_token_id=0, eos_token_id=0)),
     # mixtures of experts: 8 experts of 256 (K-quant rows), 2 a token, an untied head (llama.cpp wants Qwen 2 MoE's);
     # Qwen 3's top-k weights normalized (llama.cpp always does for qwen3moe); Qwen 2's with a shared expert and its gate
     "qwen3moe": ("qwen3_moe", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256,
@@ -150,6 +153,9 @@ ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyon
                                    shared_expert_intermediate_size=512, norm_topk_prob=False,
                                    tie_word_embeddings=False)),
 }
+MIN_LAYERS = {"smollm3": 4, "olmo3": 4, "gemma3": 6}  # SmolLM3's fourth layer has no rotary embedding, OLMo 3's
+# fourth and Gemma 3's sixth attend to all positions
+FILE_ARCH = {"olmo3": "olmo2"}  # where the file's architecture is not the ARCHS key (llama.cpp's name for it)
 PERMUTED = {"smollm3", "granite"}  # architectures whose converter permutes q and k rows as Llama's
 GRANITE_KEYS = {"embedding_multiplier": "embedding_scale", "residual_multiplier": "residual_scale",
                 "logits_scaling": "logit_scale", "attention_multiplier": "attention.scale"}  # as its converter
@@ -179,6 +185,7 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **shape))
     rng = torch.Generator().manual_seed(seed)
+    arch, layer_types = FILE_ARCH.get(arch, arch), getattr(model.config, "layer_types", None)
     writer = _writer(path, arch, model.config)
     writer.add_key_length(shape["head_dim"])
     writer.add_value_length(shape["head_dim"])
@@ -187,13 +194,16 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
         _add_value(writer, f"{arch}.rope.{key}", value)
     if rotary_dim is not None:
         writer.add_rope_dimension_count(rotary_dim)
-    if "rope_theta" in model.config.rope_parameters:  # one base for every layer (not Gemma 3's two)
-        writer.add_rope_freq_base(model.config.rope_parameters["rope_theta"])
+    rope = model.config.rope_parameters  # one base for every layer, or the full-attention layers' (Gemma 3's 1e6,
+    # OLMo 3's), as the converters write it: llama.cpp takes 10000 without it, transformers its config's default
+    writer.add_rope_freq_base(rope.get("rope_theta") or rope["full_attention"]["rope_theta"])
     for name, w in (extra_tensors or {}).items():
         _add(writer, name, w, F32)
     for key, value in extra.items():
         if key == "sliding_window":
             writer.add_sliding_window(value)
+            if arch == "olmo2":  # OLMo 3's sliding layers, as its converter writes them
+                writer.add_sliding_window_pattern([t == "sliding_attention" for t in layer_types])
         elif key.endswith("softcapping"):
             writer.add_float32(f"{arch}.{key}", value)
         elif key in EXPERT_KEYS:

@@ -1,6 +1,6 @@
 """GGUF architectures llama.cpp runs and transformers has a model for, but whose files transformers' GGUF loading
 refuses ("GGUF model with architecture ... is not supported yet"): made known to its tables, once, as the
-architecture whose file layout they share.
+architecture whose config keys they share.
 
 - SmolLM3 (`smollm3`, SmolLM3-3B): Llama's keys and tensors, its q and k rows permuted for llama.cpp's rotary layout
   as Llama's are (llama.cpp's converter makes it a LlamaModel), and every fourth layer without a rotary embedding,
@@ -8,17 +8,24 @@ architecture whose file layout they share.
   (`no_rope_layer_interval`), so the file needs no key for it.
 - Granite (`granite`, IBM's Granite 3): Llama's, q/k permuted alike, with four multipliers of its own (KEYS): the
   embedding's, the residual branches', the attention's scale and the logits' divisor.
-Not OLMo 2 (`olmo2`): registered so, a tiny file's logits were 0.5-1.9 from llama.cpp's past the first position, for
-a reason not found.
+- OLMo 2 (`olmo2`, AI2's OLMo 2): Llama's keys, but its q and k rows stay as the checkpoint's (llama.cpp rotates
+  them NEOX-style, as transformers does), so its tensors go through the plain processor (PLAIN): with Llama's, which
+  permutes them back, a tiny file's logits were 0.5-1.9 from llama.cpp's past the first position.
+- OLMo 3 (`olmo2` too, with a sliding window): llama.cpp's converter writes it as OLMo 2 plus
+  `attention.sliding_window` and its pattern; transformers has it as its own model, `olmo3`, whose weights have OLMo
+  2's names. `config` makes a file's config that one (`specialize`).
 
 Registering adds to transformers' dicts (the config keys' names, the list of architectures it accepts, the tensor
 processor) and changes nothing it already had. Both load paths (the file's blocks, transformers' float32
 conversion) call `register` before they read a file.
 """
-LIKE = {"smollm3": "llama", "granite": "llama"}  # GGUF architecture -> the one whose config keys
-# and tensor processing it shares
+LIKE = {"smollm3": "llama", "granite": "llama", "olmo2": "llama"}  # GGUF architecture -> the one whose config keys
+# it shares (and tensor processing, unless PLAIN)
+PLAIN = {"olmo2"}  # their tensors renamed only, as the checkpoint's
 KEYS = {"granite": {"embedding_scale": "embedding_multiplier", "residual_scale": "residual_multiplier",
                     "logit_scale": "logits_scaling", "attention.scale": "attention_multiplier"}}  # its own, beside
+FILE_MODEL = {"olmo3": "olmo2"}  # transformers model type -> the GGUF architecture (and model type) of its files
+SWA_PERIOD = 4  # OLMo 3's sliding layers where a file names none: three of every four, as llama.cpp's default
 
 
 def register() -> None:
@@ -29,4 +36,32 @@ def register() -> None:
         ggml.GGUF_CONFIG_MAPPING.setdefault(arch, {**ggml.GGUF_CONFIG_MAPPING[like], **KEYS.get(arch, {})})
         if arch not in gguf_utils.GGUF_SUPPORTED_ARCHITECTURES:
             gguf_utils.GGUF_SUPPORTED_ARCHITECTURES.append(arch)
-        gguf_utils.TENSOR_PROCESSORS.setdefault(arch, gguf_utils.TENSOR_PROCESSORS[like])
+        processor = gguf_utils.TensorProcessor if arch in PLAIN else gguf_utils.TENSOR_PROCESSORS[like]
+        gguf_utils.TENSOR_PROCESSORS.setdefault(arch, processor)
+
+
+def specialize(config, arch: str, get):
+    """The config of the model a file of `arch` holds, where it is not the one transformers' GGUF config names:
+    an OLMo 2 file with a sliding window is OLMo 3 (its sliding layers from the file's pattern, a bool per layer or a
+    period, else three of every four; their rotary base its `rope.freq_base_swa`, else the full layers'); `get(key)`
+    reads `{arch}.key`. Else `config` itself."""
+    window = get("attention.sliding_window")
+    if arch != "olmo2" or not window:
+        return config
+    from transformers import Olmo3Config
+
+    layers, pattern = config.num_hidden_layers, get("attention.sliding_window_pattern")
+    if isinstance(pattern, list):
+        sliding = [bool(p) for p in pattern]
+    else:
+        period = int(pattern or SWA_PERIOD)
+        sliding = [i % period < period - 1 for i in range(layers)]
+    if len(sliding) != layers:
+        raise ValueError(f"an OLMo 3 file's sliding window pattern has {len(sliding)} layers, not {layers}")
+    theta = config.rope_parameters["rope_theta"]
+    fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "rope_parameters")}
+    return Olmo3Config(**{**fields, "sliding_window": int(window), "architectures": ["Olmo3ForCausalLM"],
+                          "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding],
+                          "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": theta},
+                                              "sliding_attention": {"rope_type": "default",
+                                                                    "rope_theta": get("rope.freq_base_swa") or theta}}})

@@ -50,7 +50,7 @@ EXPERT_TENSOR = re.compile(r"\.ffn_(gate|up|down)_exps\.weight$")  # a layer's e
 
 def metadata(path: Path, cache: Path) -> Path:
     """A folder with the file's config, tokenizer and tensor index, made once per file (cached under `cache`)."""
-    gguf_architectures.register()  # SmolLM3 and Granite, which transformers' GGUF loading does not take by itself
+    gguf_architectures.register()  # SmolLM3, Granite, OLMo 2, which transformers' GGUF loading does not take itself
     target = cache / f"{path.stem}-{model_cache.key(path)}-{VERSION}"
     if (target / INDEX).is_file():
         return target
@@ -72,7 +72,8 @@ def metadata(path: Path, cache: Path) -> Path:
             t.name: {"type": int(t.tensor_type), "shape": [int(s) for s in t.data.shape],
                      "offset": int(t.data_offset), "nbytes": int(t.n_bytes)} for t in reader.tensors},
                  "rope_scaling": rope_scaling.read(rope, arch, int(context.contents()) if context else 0, longrope)}
-        config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+        config = gguf_architectures.specialize(AutoConfig.from_pretrained(path.parent, gguf_file=path.name), arch,
+                                               _getter(reader, arch))  # OLMo 3's, in an OLMo 2 file
         _read_missing(config, reader, arch)
         rope_scaling.configure(config, index["rope_scaling"])
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
@@ -101,10 +102,7 @@ def _read_missing(config, reader, arch: str) -> None:
     168 where the head size is 128), as llama.cpp and the hub configs have it. Not Phi 3's sliding window
     (Phi-3-mini-4k's 2047): llama.cpp turns it off for Phi files (its PR 13676), and so does transformers' GGUF
     config, which does not read it."""
-    def get(key):
-        field = reader.fields.get(f"{arch}.{key}")
-        return None if field is None else field.contents()
-
+    get = _getter(reader, arch)
     for attr, key in MISSING.items():  # the file's own value, where transformers read one too
         if get(key) is not None and hasattr(config, attr):
             setattr(config, attr, int(get(key)))
@@ -115,6 +113,14 @@ def _read_missing(config, reader, arch: str) -> None:
     if config.model_type == "phi3" and get("rope.dimension_count") is not None:
         config.rope_parameters = {**config.rope_parameters,
                                   "partial_rotary_factor": int(get("rope.dimension_count")) / head_dim}
+
+
+def _getter(reader, arch: str):
+    """get(key): the value of the file's key `{arch}.key`, None where it has none."""
+    def get(key):
+        field = reader.fields.get(f"{arch}.{key}")
+        return None if field is None else field.contents()
+    return get
 
 
 def _processor_class(arch: str):
@@ -196,7 +202,8 @@ def weights_map(model: nn.Module, processor) -> dict[str, str]:
     from nsample.models.gguf_reading import shared_reading
 
     with shared_reading():
-        return get_gguf_hf_weights_map(model, processor)
+        return get_gguf_hf_weights_map(model, processor,
+                                       gguf_architectures.FILE_MODEL.get(model.config.model_type))  # OLMo 3: olmo2
 
 
 def _names(meta: Path, compute) -> dict[str, str]:

@@ -46,13 +46,17 @@ def converted_gguf(gguf: Path) -> Path:
     shutil.rmtree(cache_dir() / f"{gguf.stem}-{model_cache.key(gguf)}", ignore_errors=True)  # the one before f32b
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from nsample.models import gguf_model
+    from nsample.models import gguf_architectures, gguf_model
     from nsample.models.gguf_reading import shared_reading
 
     with shared_reading():  # one reader of the file for the metadata, transformers' tokenizer and weights
         config = AutoConfig.from_pretrained(gguf_model.metadata(gguf, cache_dir()))  # with what transformers misses
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, config=config,
-                                                     dtype=torch.float32)
+        file_model = gguf_architectures.FILE_MODEL.get(config.model_type)  # OLMo 3's weights: an OLMo 2's
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+                                                     **({} if file_model else {"config": config}))
+        if file_model:  # transformers reads the file's tensors by its architecture's model: moved to the config's
+            weights, model = model.state_dict(), AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+            model.load_state_dict(weights, strict=True)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     if hasattr(model.config, "quantization_config"):  # weights are dequantized: save them as plain tensors
         del model.config.quantization_config
