@@ -38,5 +38,5 @@ class EngineConfig:
                                             "numerics never depend on n or on when its siblings finish; costs the "
                                             "padding; use it where the kernels are not batch-invariant (e.g. GPU "
                                             "batch sizes). None = compact batches")
-    shared_prefix: bool | None = option(None, "keep the prompt's KV once and let all rows read it (plain "
-                                              "causal-attention models); None = when supported")
+    shared_prefix: bool | None = option(None, "keep the prompt's KV once and let all rows read it (causal "
+                                              "attention, plain or in a sliding window); None = when supported")

@@ -1,17 +1,21 @@
-"""The decode attention of a cohort: every request's rows over its own prompt and their own tokens, two ways."""
+"""The decode attention of a cohort: every request's rows over its own prompt and their own tokens, two ways, in a
+sliding window too; and models with sliding-window layers (Gemma 3, OLMo 3, Mistral) on the shared prefix, choosing as
+transformers' own generate."""
+import pytest
 import torch
 
-from nsample.engine.prefix_attention import attend, attend_cpu
+from nsample.engine.prefix_attention import attend, attend_cpu, windowed
 
 
-def reference(q, k_p, v_p, k, v):
-    """Row by row: softmax over [prompt keys, own keys] with the KV heads repeated for the query groups."""
+def reference(q, k_p, v_p, k, v, window=None):
+    """Row by row: softmax over [prompt keys, own keys] (the last `window` of them) with the KV heads repeated for
+    the query groups."""
     R, H, _, D = q.shape
     g = H // k.shape[1]
     out = torch.empty_like(q)
     for r in range(R):
-        keys = torch.cat([k_p[0], k[r]], 1).repeat_interleave(g, 0)  # (H, P + L, D)
-        values = torch.cat([v_p[0], v[r]], 1).repeat_interleave(g, 0)
+        keys = torch.cat([k_p[0], k[r]], 1)[:, -(window or 0):].repeat_interleave(g, 0)  # (H, P + L, D)
+        values = torch.cat([v_p[0], v[r]], 1)[:, -(window or 0):].repeat_interleave(g, 0)
         out[r] = torch.softmax(q[r] @ keys.transpose(-1, -2), -1) @ values  # q is scaled already
     return out
 
@@ -72,3 +76,62 @@ def test_a_sliding_window_that_never_binds_keeps_the_shared_prefix():
         assert not windowed.shared_prefix
     finally:
         windowed.close()
+
+
+@pytest.mark.parametrize("window", [3, 5, 9, 40])
+def test_a_sliding_window_sees_the_last_positions_of_prompt_and_own_tokens(window):
+    """Rows at own length L over prompts of 7, 40 and 1: windows inside the own tokens (3, 5), across them into the
+    prompt (9), and past the prompt's start (40)."""
+    torch.manual_seed(1)
+    H, Hkv, D, L = 6, 2, 16, 5
+    widths, prompts = [3, 1, 2], [7, 40, 1]
+    q = torch.randn(sum(widths), H, 1, D) / D ** 0.5
+    k, v = torch.randn(sum(widths), Hkv, L, D), torch.randn(sum(widths), Hkv, L, D)
+    prefixes, start = [], 0
+    for w, P in zip(widths, prompts):
+        prefixes.append((start, start + w, torch.randn(1, Hkv, P, D), torch.randn(1, Hkv, P, D)))
+        start += w
+    own = (k[:, :, max(0, L - window):], v[:, :, max(0, L - window):])
+    seen = [(a, b, *windowed(k_p, v_p, L, window)) for a, b, k_p, v_p in prefixes]
+    cpu = torch.empty_like(q)
+    attend_cpu(q, seen, *own, cpu)
+    for (a, b, k_p, v_p), (_, _, k_w, v_w) in zip(prefixes, seen):
+        want = reference(q[a:b], k_p, v_p, k[a:b], v[a:b], window)
+        gpu_formula = torch.empty_like(q[a:b])
+        attend(q[a:b], k_w, v_w, own[0][a:b], own[1][a:b], out=gpu_formula)
+        assert torch.allclose(cpu[a:b], want, atol=1e-5) and torch.allclose(gpu_formula, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["gemma3_text", "olmo3", "mistral"])
+def test_models_with_sliding_window_layers_share_the_prompt_and_choose_as_transformers(kind):
+    """A tiny Gemma 3, OLMo 3 and Mistral with a window of 8 (five layers of six, three of four, all), prompts of some
+    12 and 40 tokens and 24 new ones: the engine keeps each prompt once and its greedy choices are those of
+    transformers' generate on the same weights (its own attention and sliding masks)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from nsample.config import EngineConfig
+    from nsample.engine import Engine
+    from nsample.models.tiny_model import tiny_model
+
+    _, tokenizer = tiny_model()
+    config = AutoConfig.for_model(kind, vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                                  num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                  sliding_window=8, max_position_embeddings=2048, pad_token_id=0)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    plain = AutoModelForCausalLM.from_config(config).eval()
+    plain.load_state_dict(model.state_dict())
+    assert set(getattr(config, "layer_types", None) or ["sliding_attention", "full_attention"]) == {
+        "sliding_attention", "full_attention"}
+    prompts = ["The sea is wide.", " ".join(["The sea is wide and the ships are slow."] * 4)]
+    engine = Engine(model, tokenizer, EngineConfig(quantize="none"))
+    try:
+        assert engine.shared_prefix
+        for prompt in prompts:
+            ids = tokenizer(prompt, return_tensors="pt").input_ids
+            with torch.inference_mode():
+                want = plain.generate(ids, max_new_tokens=24, do_sample=False)[0, ids.shape[1]:].tolist()
+            out = engine.generate(prompt, n=3, temperature=0, max_tokens=24, ignore_eos=True)
+            assert [c.token_ids for c in out.choices] == [want] * 3
+    finally:
+        engine.close()

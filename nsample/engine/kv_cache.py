@@ -1,13 +1,13 @@
 """The KV cache of one running request: its prompt prefilled once at batch 1, then its rows decoded on top.
 
-Two layouts. SharedKV (plain causal attention, see prefix_attention.py): the prompt's keys and values are
-kept once and every row only stores what it generates, in the buffers of its cohort (`nsample/engine/cohort.py`: the
-requests that started decoding at the same step), preallocated and grown by doubling (so a short answer never
-pays for a long max_tokens, and no step copies the whole cache). Its rows join the engine's one batched decode
-forward, and its prompt chunks join the packed prefill forward (`extend` stores a chunk's keys and values in
-buffers made for the whole prompt). ForkedKV (any other architecture): the batch-1 cache is copied
-into n rows with reorder_cache, which works for every layer type, and the request is prefilled and decoded
-in forwards of its own. Both prefill in chunks, so a long prompt never stalls the running streams for long.
+Two layouts. SharedKV (causal attention, plain or in a sliding window, see prefix_attention.py): the prompt's keys and
+values are kept once and every row only stores what it generates, in the buffers of its cohort
+(`nsample/engine/cohort.py`: the requests that started decoding at the same step), preallocated and grown by doubling
+(so a short answer never pays for a long max_tokens, and no step copies the whole cache). Its rows join the engine's one
+batched decode forward, and its prompt chunks join the packed prefill forward (`extend` stores a chunk's keys and values
+in buffers made for the whole prompt). ForkedKV (any other architecture): the batch-1 cache is copied into n rows with
+reorder_cache, which works for every layer type, and the request is prefilled and decoded in forwards of its own. Both
+prefill in chunks, so a long prompt never stalls the running streams for long.
 """
 import torch
 from transformers import DynamicCache, StaticCache

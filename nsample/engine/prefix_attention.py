@@ -10,6 +10,10 @@ Per cohort: each request's prompt for all its queries at once, then all the coho
 log-sum-exps; elsewhere plain GEMMs and one softmax per request).
 Prefills are packed the same way: the next prompt chunks of several requests run as one sequence, the
 projections over all of it, the attention per chunk against its own request's prompt (`nsample_prefill`).
+A layer with a sliding window W (Gemma 3's and OLMo 3's local layers, Mistral 7B v0.1's) attends, as transformers' and
+llama.cpp's, to the keys of the W positions up to its own: of a decode row at position P + t - 1 (its request's prompt
+P, its cohort's t generated tokens), the prompt's from P + t - W on and its own tokens from t - W on, each one slice for
+the request's rows (`windowed`); of a prefill chunk, a band of its mask.
 It is registered in transformers' AttentionInterface and only acts when the runner passes `nsample_batch` or
 `nsample_prefill`; every other call (anyone else using the model) is plain SDPA with SDPA's masks.
 """
@@ -25,7 +29,10 @@ from nsample.engine.kv_cache import SharedKV
 
 NAME = "nsample_shared_prefix"
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "smollm3", "qwen2_moe",
-            "qwen3_moe"}  # plain causal attention
+            "qwen3_moe", "gemma3_text", "olmo3"}  # causal attention, plain or in a sliding window
+WINDOWED = {"gemma3_text", "olmo3", "mistral"}  # of those, the ones whose sliding windows this takes (the window
+# alone: no soft-capping of scores, which Gemma 2 has, nor Gemma 3's bidirectional variant, EmbeddingGemma); Mistral
+# 7B v0.1's on every layer
 
 
 @dataclass
@@ -52,34 +59,47 @@ class Chunk:
 
 
 def shared_prefix_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-                            nsample_batch=None, nsample_prefill=None, **kwargs):
+                            nsample_batch=None, nsample_prefill=None, sliding_window=None, **kwargs):
     if nsample_prefill is not None:
-        return packed_prefill_attention(module, query, key, value, scaling, nsample_prefill)
+        return packed_prefill_attention(module, query, key, value, scaling, nsample_prefill, sliding_window)
     if nsample_batch is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
-                                      **kwargs)
+                                      sliding_window=sliding_window, **kwargs)
     query = query * (scaling if scaling is not None else query.shape[-1] ** -0.5)  # (B, H, 1, D), scaled once
     out = torch.empty_like(query)  # (B, H, 1, D); the groups tile the batch
     for grp in nsample_batch:
         span, layer = slice(grp.start, grp.stop), module.layer_idx
         k, v = grp.cohort.append(layer, key[span], value[span])  # (rows, Hkv, t, D), this step's included
+        prefixes = [windowed(*s.kv.prefix[layer], k.shape[2], sliding_window) for s in grp.segments]
+        k, v = (x[:, :, max(0, x.shape[2] - (sliding_window or x.shape[2])):] for x in (k, v))  # the last W
         if query.device.type == "cpu":
-            attend_cpu(query[span], [(s.start, s.stop, *s.kv.prefix[layer]) for s in grp.segments], k, v, out[span])
-        for s in grp.segments if query.device.type != "cpu" else []:
+            attend_cpu(query[span], [(s.start, s.stop, *p) for s, p in zip(grp.segments, prefixes)], k, v, out[span])
+        for s, p in zip(grp.segments, prefixes) if query.device.type != "cpu" else []:
             rows = slice(grp.start + s.start, grp.start + s.stop)
-            attend(query[rows], *s.kv.prefix[layer], k[s.start:s.stop], v[s.start:s.stop], out=out[rows])
+            attend(query[rows], *p, k[s.start:s.stop], v[s.start:s.stop], out=out[rows])
     return out.transpose(1, 2), None  # (B, 1, H, D)
 
 
-def packed_prefill_attention(module, query, key, value, scaling, chunks: list[Chunk]):
+def windowed(k_p: torch.Tensor, v_p: torch.Tensor, t: int, window: int | None):
+    """A request's prompt keys and values (1, Hkv, P, D) that its rows at position P + t - 1 see: all of them, or
+    in a sliding window those from P + t - window on (none once t reaches the window)."""
+    first = 0 if window is None else min(k_p.shape[2], max(0, k_p.shape[2] + t - window))
+    return k_p[:, :, first:], v_p[:, :, first:]
+
+
+def packed_prefill_attention(module, query, key, value, scaling, chunks: list[Chunk], window: int | None = None):
     """Prompt chunks of several requests packed into one sequence (1, H, T, D): each chunk attends causally to
-    its own request's prompt only, with the same attention call as when it is prefilled alone."""
+    its own request's prompt only (in a sliding window, to the `window` positions up to each query's own), with
+    the same attention call as when it is prefilled alone."""
     out = torch.empty_like(query)  # (1, H, T, D)
     for c in chunks:
         span = slice(c.start, c.stop)
         k, v = c.kv.extend(module.layer_idx, c.first, key[:, :, span], value[:, :, span])  # (1, Hkv, P0 + C, D)
         C, P = c.stop - c.start, k.shape[2]
-        mask = None if C == P else torch.ones(C, P, dtype=torch.bool, device=query.device).tril(P - C)
+        mask = None if C == P and window is None else torch.ones(C, P, dtype=torch.bool, device=query.device).tril(
+            P - C)
+        if window is not None:  # query i, at position P - C + i, sees keys P - C + i - window < j <= P - C + i
+            mask = mask.triu(P - C - window + 1)
         out[:, :, span] = torch.nn.functional.scaled_dot_product_attention(
             query[:, :, span], k, v, attn_mask=mask, is_causal=mask is None, scale=scaling, enable_gqa=True)
     return out.transpose(1, 2), None  # (1, T, H, D)
@@ -120,6 +140,9 @@ def attend_cpu(query, prefixes, k, v, out):
     prefix = torch.empty_like(own)  # the prompt parts, in row order
     for start, stop, k_p, v_p in prefixes:
         n = stop - start
+        if k_p.shape[2] == 0:  # a window past its prompt: the own tokens' part alone
+            prefix[start:stop], lse[0, start:stop] = 0, -torch.inf
+            continue
         q_heads = q[start:stop].transpose(0, 1).reshape(1, Hkv, n * g, D)  # all its rows' queries, per KV head
         o, lse_p = prompt_flash(q_heads, k_p, v_p)  # (1, Hkv, n·g, D), (1, Hkv, n·g)
         prefix[start:stop] = o.view(Hkv, n, g, D).transpose(0, 1)
@@ -147,13 +170,16 @@ def prompt_flash(q, k, v):
 
 
 def enable(model) -> bool:
-    """Switch `model` to shared-prefix attention if its architecture is plain causal attention."""
+    """Switch `model` to shared-prefix attention if its architecture is causal attention, plain or (WINDOWED) in a
+    sliding window on some layers."""
     cfg = model.config.get_text_config(decoder=True)
     layer_types = getattr(cfg, "layer_types", None)
     window = getattr(cfg, "sliding_window", None)  # Phi-3.5's 262144 never binds in its 131072 positions
     windowed = (set(layer_types) != {"full_attention"} if layer_types else
                 bool(window) and window < cfg.max_position_embeddings)
-    if cfg.model_type not in FAMILIES or windowed:
+    plain_window = (cfg.model_type in WINDOWED and not getattr(cfg, "attn_logit_softcapping", None)
+                    and not getattr(cfg, "use_bidirectional_attention", False))
+    if cfg.model_type not in FAMILIES or (windowed and not plain_window):
         return False
     AttentionInterface.register(NAME, shared_prefix_attention)
     ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, sdpa_mask)
