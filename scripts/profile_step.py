@@ -49,6 +49,7 @@ def hook(model, spent: dict) -> None:
 
 FUSED = {"norm_linear": "norm + q/k/v", "decode_attention": "rotary + KV append + attention",
          "linear_add": "o, down + residual", "norm_swiglu": "norm + gate/up + SiLU·mul",
+         "linear_norm_add": "o, down + norm + residual", "norm_geglu": "norm + gate/up + GELU·mul",
          "prefill_attention": "prefill rotary + KV store + attention"}
 
 

@@ -88,18 +88,25 @@ Run head_run(const at::Tensor& kv, int64_t row, int64_t head, int64_t length) { 
   return {kv.data_ptr<float>() + row * kv.stride(0) + head * kv.stride(1), kv.stride(2), length};
 }
 
+// The last `keep` positions of run (all of it where keep passes its length, none where keep < 1).
+Run last(Run run, int64_t keep) {
+  keep = std::clamp<int64_t>(keep, 0, run.length);
+  return {run.base + (run.length - keep) * run.step, run.step, keep};
+}
+
 }  // namespace
 
 // The attention of one decode step. qkv (B, (H + 2·Hkv)·D): each row's q, k, v; cos, sin (B, D): each row's
 // rotary embedding. Rows are grouped by cohort: groups = (first row, generated length t) per cohort, own_k/own_v
 // its buffers (rows, Hkv, capacity, D), this step's k, v stored at t - 1; segments = (first row, end row) per
 // request, prefix_k/prefix_v its prompt's KV (1, Hkv, P, D). Queries are rotated and scaled by `scale`; each
-// attends to its request's prompt and its own t tokens. Returns (B, H·D).
+// attends to its request's prompt and its own t tokens, or with a sliding `window` (0: none) to the window positions
+// up to its own, P + t - 1: the prompt's last window - t, its own last window. Returns (B, H·D).
 at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t H,
                             int64_t Hkv, double scale, const std::vector<int64_t>& groups,
                             const std::vector<at::Tensor>& own_k, const std::vector<at::Tensor>& own_v,
                             const std::vector<int64_t>& segments, const std::vector<at::Tensor>& prefix_k,
-                            const std::vector<at::Tensor>& prefix_v) {
+                            const std::vector<at::Tensor>& prefix_v, int64_t window) {
   const int64_t B = qkv.size(0), D = cos.size(1), g = H / Hkv, width = (H + 2 * Hkv) * D;
   TORCH_CHECK(qkv.is_contiguous() && qkv.size(1) == width && D % 16 == 0 && cos.is_contiguous() && sin.is_contiguous());
   std::vector<int64_t> group_of(B, -1), segment_of(B, -1);
@@ -148,11 +155,13 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
       if (ra == rb) continue;
       const int64_t c = group_of[ra], t = groups[2 * c + 1], first_row = groups[2 * c];
       const at::Tensor &pk = prefix_k[s], &pv = prefix_v[s];
+      const int64_t P = pk.size(2), prompt = window > 0 ? window - t : P, own = window > 0 ? window : t;
       Run ko[ROWS], vo[ROWS];  // each row's own keys and values (rb - ra <= ROWS: split)
       for (int64_t r = ra; r < rb; ++r)
-        ko[r - ra] = head_run(own_k[c], r - first_row, kv, t), vo[r - ra] = head_run(own_v[c], r - first_row, kv, t);
-      attend(qp + (ra * H + kv * g) * D, op + (ra * H + kv * g) * D, rb - ra, H, g, head_run(pk, 0, kv, pk.size(2)),
-             head_run(pv, 0, kv, pv.size(2)), ko, vo, D, scratch);
+        ko[r - ra] = last(head_run(own_k[c], r - first_row, kv, t), own),
+        vo[r - ra] = last(head_run(own_v[c], r - first_row, kv, t), own);
+      attend(qp + (ra * H + kv * g) * D, op + (ra * H + kv * g) * D, rb - ra, H, g,
+             last(head_run(pk, 0, kv, P), prompt), last(head_run(pv, 0, kv, P), prompt), ko, vo, D, scratch);
     }
   });
   return out;
@@ -162,10 +171,12 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
 // (T, (H + 2·Hkv)·D), cos, sin (T, D); chunks = (first row, end row, first position) per chunk, prompt_k/prompt_v
 // its request's buffers for the whole prompt (1, Hkv, P, D). Each row's k and v are rotated and stored at its
 // position, then each query attends to its prompt up to itself in one softmax, as a decode row attends to its
-// prompt (attend), so its numbers are its own whatever the chunks beside it or before it. Returns (T, H·D).
+// prompt (attend), so its numbers are its own whatever the chunks beside it or before it; with a sliding `window` (0:
+// none) to the window positions up to its own. Returns (T, H·D).
 at::Tensor prefill_attention(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t H,
                              int64_t Hkv, double scale, const std::vector<int64_t>& chunks,
-                             const std::vector<at::Tensor>& prompt_k, const std::vector<at::Tensor>& prompt_v) {
+                             const std::vector<at::Tensor>& prompt_k, const std::vector<at::Tensor>& prompt_v,
+                             int64_t window) {
   const int64_t T = qkv.size(0), D = cos.size(1), g = H / Hkv, width = (H + 2 * Hkv) * D, C = prompt_k.size();
   TORCH_CHECK(qkv.is_contiguous() && qkv.size(1) == width && D % 16 == 0 && cos.is_contiguous() && sin.is_contiguous());
   TORCH_CHECK(chunks.size() == static_cast<size_t>(3 * C) && prompt_v.size() == static_cast<size_t>(C), "chunks");
@@ -197,8 +208,10 @@ at::Tensor prefill_attention(const at::Tensor& qkv, const at::Tensor& cos, const
     const Run none{nullptr, 0, 0};  // no own tokens
     for (int64_t task = begin; task < end; ++task) {
       const int64_t r = task / Hkv, kv = task % Hkv, c = chunk_of[r], length = position[r] + 1;
-      attend(qp + (r * H + kv * g) * D, op + (r * H + kv * g) * D, 1, H, g, head_run(prompt_k[c], 0, kv, length),
-             head_run(prompt_v[c], 0, kv, length), &none, &none, D, scratch);
+      const int64_t keep = window > 0 ? window : length;
+      attend(qp + (r * H + kv * g) * D, op + (r * H + kv * g) * D, 1, H, g,
+             last(head_run(prompt_k[c], 0, kv, length), keep), last(head_run(prompt_v[c], 0, kv, length), keep),
+             &none, &none, D, scratch);
     }
   });
   return out;

@@ -1,7 +1,7 @@
 // A decode step of a Llama-style layer around its quantized linear layers (linear.h; nsample/cpu/fused_decode.py), in
 // four calls per layer instead of some forty ATen ops and the transformers modules' Python around them: RMSNorm
-// fused into the projection that reads it, the residual add into the projection that feeds it, SiLU·mul into
-// gate/up, and rotary embedding, the KV append and the whole attention (prompt and own tokens in one softmax) in
+// fused into the projection that reads it, the residual add (and a norm before it: Gemma 3's, OLMo 2's) into the
+// projection that feeds it, SiLU·mul (or GELU's) into gate/up, and rotary embedding, the KV append and the whole attention (prompt and own tokens in one softmax) in
 // one kernel (attention.cpp).
 // Written on torch's portable vector layer (vec_math.h), compiled once per instruction set (nsample/cpu/kernels.py).
 // Every step is per row, in a fixed order whatever the other rows, so rows stay independent, bitwise. A short prompt's
@@ -45,18 +45,43 @@ at::Tensor norm_linear(const at::Tensor& h, const at::Tensor& w, double eps, con
 // h += x · Wᵀ + bias (the residual add of a layer's o_proj or down_proj).
 void linear_add(const at::Tensor& x, const Linear& linear, at::Tensor& h) { h.add_(linear(x)); }
 
-// gate|up = RMSNorm(h) · Wᵀ + bias (M, 2I) -> SiLU(gate) · up (M, I), SiLU(x) = x / (1 + e^-x) as ATen's.
-at::Tensor norm_swiglu(const at::Tensor& h, const at::Tensor& w, double eps, const Linear& linear) {
-  const auto y = norm_linear(h, w, eps, linear);
+// h += RMSNorm(x · Wᵀ + bias; w, eps) (the residual add of a layer that norms its branch's output: Gemma 3's
+// post_attention_layernorm and post_feedforward_layernorm, OLMo 2's, with their weights as the norm multiplies).
+void linear_norm_add(const at::Tensor& x, const Linear& linear, const at::Tensor& w, double eps, at::Tensor& h) {
+  h.add_(rms_norm(linear(x), w, eps));
+}
+
+namespace {
+
+// act(gate) · up (M, I) of y = gate|up (M, 2I), act a function of a vector.
+template <class Act>
+at::Tensor gated(const at::Tensor& y, Act act) {
   const int64_t M = y.size(0), I = y.size(1) / 2;
   TORCH_CHECK(I % 16 == 0, "gate/up: a multiple of 16 columns each");
-  auto act = at::empty({M, I}, y.options());
+  auto out = at::empty({M, I}, y.options());
   const float* yp = y.data_ptr<float>();
-  float* ap = act.data_ptr<float>();
+  float* op = out.data_ptr<float>();
   for (int64_t r = 0; r < M; ++r)
-    for (int64_t i = 0; i < I; i += W) {
-      const Vec g = Vec::loadu(yp + r * 2 * I + i), u = Vec::loadu(yp + r * 2 * I + I + i);
-      ((g / (Vec(1.0f) + exp_vec(g.neg()))) * u).store(ap + r * I + i);
-    }
-  return act;
+    for (int64_t i = 0; i < I; i += W) (act(Vec::loadu(yp + r * 2 * I + i)) * Vec::loadu(yp + r * 2 * I + I + i))
+        .store(op + r * I + i);
+  return out;
+}
+
+}  // namespace
+
+// gate|up = RMSNorm(h) · Wᵀ + bias (M, 2I) -> SiLU(gate) · up (M, I), SiLU(x) = x / (1 + e^-x) as ATen's. Without
+// a norm (w undefined: OLMo 2's MLP reads the residual as it is), h · Wᵀ + bias.
+at::Tensor norm_swiglu(const at::Tensor& h, const c10::optional<at::Tensor>& w, double eps, const Linear& linear) {
+  return gated(w ? norm_linear(h, *w, eps, linear) : linear(h),
+               [](const Vec& g) { return g / (Vec(1.0f) + exp_vec(g.neg())); });
+}
+
+// The same with GELU's tanh form (Gemma 2 and 3's gelu_pytorch_tanh): x/2 · (1 + tanh(sqrt(2/π) · (x + 0.044715 x³))),
+// tanh(u) = 1 - 2 / (1 + e^2u).
+at::Tensor norm_geglu(const at::Tensor& h, const at::Tensor& w, double eps, const Linear& linear) {
+  return gated(norm_linear(h, w, eps, linear), [](const Vec& x) {
+    const Vec u = Vec(0.7978845608028654f) * (x + Vec(0.044715f) * x * x * x);
+    const Vec tanh = Vec(1.0f) - Vec(2.0f) / (Vec(1.0f) + exp_vec(u + u));
+    return Vec(0.5f) * x * (Vec(1.0f) + tanh);
+  });
 }
