@@ -39,14 +39,32 @@ inline Ints nibbles16(const uint8_t* qs, int i0) {
   const Ints u = u8(qs + i0 % 16);
   return i0 < 16 ? low4(u) : high(u);
 }
+#if defined(CPU_CAPABILITY_AVX2)
+// Under AVX2 the eight lanes of a byte's bits, each 0 or 16, for each of the 256 bytes (8 KiB, kept in L1 by use).
+struct FifthTable {
+  alignas(32) int32_t lanes[256][8];
+};
+constexpr FifthTable fifth_table() {
+  FifthTable t{};
+  for (int b = 0; b < 256; ++b)
+    for (int j = 0; j < 8; ++j) t.lanes[b][j] = ((b >> j) & 1) << 4;
+  return t;
+}
+inline constexpr FifthTable FIFTH = fifth_table();
+#endif
+
 // Q5's fifth bits: bit i of a little-endian uint32, moved to bit 4 (for five). Lanes i0 .. i0 + S - 1.
 inline Ints fifth_bits(const uint8_t* qh, int i0) {
+#if defined(CPU_CAPABILITY_AVX2)  // the table's row of the lanes' byte (S = 8: i0 a multiple of 8)
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(FIFTH.lanes[qh[i0 / 8]]));
+#else
   uint32_t h;
   std::memcpy(&h, qh, 4);
 #if defined(CPU_CAPABILITY_AVX512)  // each lane's bit rotated into place, the others left
   return _mm512_rorv_epi32(_mm512_set1_epi32(static_cast<int>(h)), Ints::arange(i0 - 4, 1));
 #else
   return ((Ints(static_cast<int32_t>(h)) >> Ints::arange(i0, 1)) & Ints(1)) << Ints(4);
+#endif
 #endif
 }
 
