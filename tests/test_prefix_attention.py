@@ -20,9 +20,14 @@ def reference(q, k_p, v_p, k, v, window=None):
     return out
 
 
-def test_the_cpu_and_gpu_formulas_match_a_row_by_row_softmax_for_a_cohort_of_three_requests():
-    torch.manual_seed(0)
-    H, Hkv, D, L = 6, 2, 16, 5
+L = 5  # the cohort's own tokens
+
+
+def cohort(seed: int):
+    """Scaled queries (6, H, 1, D), own keys and values (6, Hkv, L, D) of a cohort of three requests of 3, 1 and 2
+    rows, and each request's (first row, end row, prompt keys, prompt values) over prompts of 7, 40 and 1."""
+    torch.manual_seed(seed)
+    H, Hkv, D = 6, 2, 16
     widths, prompts = [3, 1, 2], [7, 40, 1]  # rows and prompt length of each request
     q = torch.randn(sum(widths), H, 1, D) / D ** 0.5
     k, v = torch.randn(sum(widths), Hkv, L, D), torch.randn(sum(widths), Hkv, L, D)
@@ -30,6 +35,11 @@ def test_the_cpu_and_gpu_formulas_match_a_row_by_row_softmax_for_a_cohort_of_thr
     for w, P in zip(widths, prompts):
         prefixes.append((start, start + w, torch.randn(1, Hkv, P, D), torch.randn(1, Hkv, P, D)))
         start += w
+    return q, k, v, prefixes
+
+
+def test_the_cpu_and_gpu_formulas_match_a_row_by_row_softmax_for_a_cohort_of_three_requests():
+    q, k, v, prefixes = cohort(0)
     cpu, gpu_formula = torch.empty_like(q), torch.empty_like(q)
     attend_cpu(q, prefixes, k, v, cpu)
     for a, b, k_p, v_p in prefixes:
@@ -82,15 +92,7 @@ def test_a_sliding_window_that_never_binds_keeps_the_shared_prefix():
 def test_a_sliding_window_sees_the_last_positions_of_prompt_and_own_tokens(window):
     """Rows at own length L over prompts of 7, 40 and 1: windows inside the own tokens (3, 5), across them into the
     prompt (9), and past the prompt's start (40)."""
-    torch.manual_seed(1)
-    H, Hkv, D, L = 6, 2, 16, 5
-    widths, prompts = [3, 1, 2], [7, 40, 1]
-    q = torch.randn(sum(widths), H, 1, D) / D ** 0.5
-    k, v = torch.randn(sum(widths), Hkv, L, D), torch.randn(sum(widths), Hkv, L, D)
-    prefixes, start = [], 0
-    for w, P in zip(widths, prompts):
-        prefixes.append((start, start + w, torch.randn(1, Hkv, P, D), torch.randn(1, Hkv, P, D)))
-        start += w
+    q, k, v, prefixes = cohort(1)
     own = (k[:, :, max(0, L - window):], v[:, :, max(0, L - window):])
     seen = [(a, b, *windowed(k_p, v_p, L, window)) for a, b, k_p, v_p in prefixes]
     cpu = torch.empty_like(q)

@@ -96,9 +96,9 @@ def packed_prefill_attention(module, query, key, value, scaling, chunks: list[Ch
         span = slice(c.start, c.stop)
         k, v = c.kv.extend(module.layer_idx, c.first, key[:, :, span], value[:, :, span])  # (1, Hkv, P0 + C, D)
         C, P = c.stop - c.start, k.shape[2]
-        mask = None if C == P and window is None else torch.ones(C, P, dtype=torch.bool, device=query.device).tril(
-            P - C)
-        if window is not None:  # query i, at position P - C + i, sees keys P - C + i - window < j <= P - C + i
+        binds = window is not None and window < P  # else every query sees all its prompt so far: plain causal
+        mask = None if C == P and not binds else torch.ones(C, P, dtype=torch.bool, device=query.device).tril(P - C)
+        if binds:  # query i, at position P - C + i, sees keys P - C + i - window < j <= P - C + i
             mask = mask.triu(P - C - window + 1)
         out[:, :, span] = torch.nn.functional.scaled_dot_product_attention(
             query[:, :, span], k, v, attn_mask=mask, is_causal=mask is None, scale=scaling, enable_gqa=True)

@@ -13,7 +13,7 @@ architecture whose config keys they share.
   permutes them back, a tiny file's logits were 0.5-1.9 from llama.cpp's past the first position.
 - OLMo 3 (`olmo2` too, with a sliding window): llama.cpp's converter writes it as OLMo 2 plus
   `attention.sliding_window` and its pattern; transformers has it as its own model, `olmo3`, whose weights have OLMo
-  2's names. `config` makes a file's config that one (`specialize`).
+  2's names: `specialize` makes such a file's config that model's.
 
 Registering adds to transformers' dicts (the config keys' names, the list of architectures it accepts, the tensor
 processor) and changes nothing it already had. Both load paths (the file's blocks, transformers' float32

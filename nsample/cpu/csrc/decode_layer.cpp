@@ -1,8 +1,8 @@
 // A decode step of a Llama-style layer around its quantized linear layers (linear.h; nsample/cpu/fused_decode.py), in
 // four calls per layer instead of some forty ATen ops and the transformers modules' Python around them: RMSNorm
 // fused into the projection that reads it, the residual add (and a norm before it: Gemma 3's, OLMo 2's) into the
-// projection that feeds it, SiLU·mul (or GELU's) into gate/up, and rotary embedding, the KV append and the whole attention (prompt and own tokens in one softmax) in
-// one kernel (attention.cpp).
+// projection that feeds it, SiLU·mul (or GELU's) into gate/up, and rotary embedding, the KV append and the whole
+// attention (prompt and own tokens in one softmax) in one kernel (attention.cpp).
 // Written on torch's portable vector layer (vec_math.h), compiled once per instruction set (nsample/cpu/kernels.py).
 // Every step is per row, in a fixed order whatever the other rows, so rows stay independent, bitwise. A short prompt's
 // prefill runs through the same calls, its attention in prefill_attention.
