@@ -149,11 +149,11 @@ class FusedDecoder:
                 ops.linear_norm_add(attention(i, qkv), L.o, L.post_norms[0], L.eps, h)
             if L.moe is not None:
                 h += L.moe(h)
-            elif L.post_norms is None:
-                ops.linear_add(ops.norm_swiglu(h, L.norm2, L.eps, L.gate_up), L.down, h)
+                continue
+            act = (ops.norm_geglu if L.gelu else ops.norm_swiglu)(h, L.norm2, L.eps, L.gate_up)  # (M, I)
+            if L.post_norms is None:
+                ops.linear_add(act, L.down, h)
             else:
-                act = ops.norm_geglu(h, L.norm2, L.eps, L.gate_up) if L.gelu else ops.norm_swiglu(
-                    h, L.norm2, L.eps, L.gate_up)
                 ops.linear_norm_add(act, L.down, L.post_norms[1], L.eps, h)
         h = h if keep is None else h[keep].contiguous()
         return ops.norm_linear(h, self.norm, self.norm_eps, self.head)
