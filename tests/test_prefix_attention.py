@@ -7,16 +7,17 @@ import torch
 from nsample.engine.prefix_attention import attend, attend_cpu, windowed
 
 
-def reference(q, k_p, v_p, k, v, window=None):
+def reference(q, k_p, v_p, k, v, window=None, softcap=None):
     """Row by row: softmax over [prompt keys, own keys] (the last `window` of them) with the KV heads repeated for
-    the query groups."""
+    the query groups, the scores soft-capped (cap·tanh(s/cap)) where `softcap` is given."""
     R, H, _, D = q.shape
     g = H // k.shape[1]
     out = torch.empty_like(q)
     for r in range(R):
         keys = torch.cat([k_p[0], k[r]], 1)[:, -(window or 0):].repeat_interleave(g, 0)  # (H, P + L, D)
         values = torch.cat([v_p[0], v[r]], 1)[:, -(window or 0):].repeat_interleave(g, 0)
-        out[r] = torch.softmax(q[r] @ keys.transpose(-1, -2), -1) @ values  # q is scaled already
+        scores = q[r] @ keys.transpose(-1, -2)  # q is scaled already
+        out[r] = torch.softmax(scores if softcap is None else softcap * torch.tanh(scores / softcap), -1) @ values
     return out
 
 
@@ -51,6 +52,21 @@ def test_the_cpu_and_gpu_formulas_match_a_row_by_row_softmax_for_a_cohort_of_thr
             alone = torch.empty_like(q[rows])
             attend_cpu(q[rows].clone(), [(0, len(alone), k_p, v_p)], k[rows].clone(), v[rows].clone(), alone)
             assert torch.equal(alone, cpu[rows])
+
+
+def test_soft_capped_scores_are_a_row_by_row_softmax_of_the_capped_scores_alone_or_together():
+    """Gemma 2's soft-capped scores (a cap of 0.5 on scores ~ N(0, 1), so it binds): the GPU formula's numbers for a
+    request's rows together, and each row alone (as a CPU runs them), are the capped row-by-row softmax's."""
+    q, k, v, prefixes = cohort(2)
+    for a, b, k_p, v_p in prefixes:
+        together = torch.empty_like(q[a:b])
+        attend(q[a:b], k_p, v_p, k[a:b], v[a:b], out=together, softcap=0.5)
+        assert torch.allclose(together, reference(q[a:b], k_p, v_p, k[a:b], v[a:b], softcap=0.5), atol=1e-5)
+        assert not torch.allclose(together, reference(q[a:b], k_p, v_p, k[a:b], v[a:b]), atol=1e-3)
+        for r in range(a, b):
+            alone = torch.empty_like(q[r:r + 1])
+            attend(q[r:r + 1], k_p, v_p, k[r:r + 1], v[r:r + 1], out=alone, softcap=0.5)
+            assert torch.allclose(alone, together[r - a:r - a + 1], atol=1e-6)
 
 
 def test_a_sliding_window_that_never_binds_keeps_the_shared_prefix():
@@ -104,11 +120,16 @@ def test_a_sliding_window_sees_the_last_positions_of_prompt_and_own_tokens(windo
         assert torch.allclose(cpu[a:b], want, atol=1e-5) and torch.allclose(gpu_formula, want, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["gemma3_text", "olmo3", "mistral"])
+GEMMA2_CAPS = dict(attn_logit_softcapping=0.2, final_logit_softcapping=0.5, query_pre_attn_scalar=1)  # scores of
+# this tiny model's size, so that the cap on them binds (its greedy choices differ without it)
+
+
+@pytest.mark.parametrize("kind", ["gemma2", "gemma3_text", "olmo3", "mistral"])
 def test_models_with_sliding_window_layers_share_the_prompt_and_choose_as_transformers(kind):
-    """A tiny Gemma 3, OLMo 3 and Mistral with a window of 8 (five layers of six, three of four, all), prompts of some
-    12 and 40 tokens and 24 new ones: the engine keeps each prompt once and its greedy choices are those of
-    transformers' generate on the same weights (its own attention and sliding masks)."""
+    """A tiny Gemma 2 (its scores soft-capped), Gemma 3, OLMo 3 and Mistral with a window of 8 (every other layer,
+    five layers of six, three of four, all), prompts of some 12 and 40 tokens and 24 new ones: the engine keeps each
+    prompt once and its greedy choices are those of transformers' generate on the same weights (its own attention,
+    eager for Gemma 2, and sliding masks)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from nsample.config import EngineConfig
@@ -118,7 +139,8 @@ def test_models_with_sliding_window_layers_share_the_prompt_and_choose_as_transf
     _, tokenizer = tiny_model()
     config = AutoConfig.for_model(kind, vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
                                   num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                                  sliding_window=8, max_position_embeddings=2048, pad_token_id=0)
+                                  sliding_window=8, max_position_embeddings=2048, pad_token_id=0,
+                                  **(GEMMA2_CAPS if kind == "gemma2" else {}))
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).eval()
     plain = AutoModelForCausalLM.from_config(config).eval()
@@ -137,3 +159,8 @@ def test_models_with_sliding_window_layers_share_the_prompt_and_choose_as_transf
             assert [c.token_ids for c in out.choices] == [want] * 3
     finally:
         engine.close()
+    if kind == "gemma2":  # the cap matters: without it the long prompt's choices differ
+        for layer in plain.model.layers:
+            layer.self_attn.attn_logit_softcapping = None
+        with torch.inference_mode():
+            assert plain.generate(ids, max_new_tokens=24, do_sample=False)[0, ids.shape[1]:].tolist() != want

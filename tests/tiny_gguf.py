@@ -135,7 +135,8 @@ def write(path: Path, types: dict[str, int] | int, hidden: int = 256, layers: in
 
 
 ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyond the shape)
-    "gemma2": ("gemma2", dict(sliding_window=64, attn_logit_softcapping=50.0, final_logit_softcapping=30.0)),
+    "gemma2": ("gemma2", dict(sliding_window=16, attn_logit_softcapping=0.1, final_logit_softcapping=1.0)),  # every
+    # other layer slides; caps that bind on this model's scores (up to some 0.2) and logits (up to some 1.6)
     "gemma3": ("gemma3_text", dict(sliding_window=16)),  # five layers of six slide (6+: both kinds)
     "qwen3": ("qwen3", dict(head_dim=128, tie_word_embeddings=True)),  # transformers reads no head size for Qwen 3
     "phi3": ("phi3", dict(pad_token_id=0)),  # q|k|v and gate|up each one tensor (attn_qkv, ffn_up), an untied head

@@ -13,9 +13,10 @@ and the transformers modules' Python around them. Here a layer is:
                                                  the model's norm module, the router's top k in torch, each routed
                                                  expert's SwiGLU in csrc/moe.cpp: gguf_experts.py; Qwen 2's gated
                                                  shared expert on the kernels' Linears)
-Gemma 3 and OLMo 2 and 3 norm each branch's output before its residual add (linear_norm_add); Gemma 3's MLP is
+Gemma 2 and 3 and OLMo 2 and 3 norm each branch's output before its residual add (linear_norm_add); Gemma's MLP is
 GELU's (norm_geglu), OLMo 2's layers read the residual without a norm first and norm q and k over all heads; the
-sliding-window layers of Gemma 3 and OLMo 3 attend to the window's positions alone, on their own rotary table.
+sliding-window layers of Gemma 2 and 3 and OLMo 3 attend to the window's positions alone (Gemma 3's on their own rotary
+table); Gemma 2 soft-caps its attention scores (decode_attention's `softcap`) and its logits (soft_cap_).
 With transformers' own embedding and rotary tables. Each step is per row in a fixed order, so a row's numbers do
 not depend on its neighbours (the seed contract). The linear layers are what the model holds (csrc/linear.h):
 a GGUF file's blocks (quantize="gguf", gguf_linear.py: the float32 model's arithmetic up to the order of sums, or
@@ -46,14 +47,15 @@ from nsample.cpu.int8_linear import Int8Linear, Member
 from nsample.cpu.whole_head_rotary import WholeHeadRotary
 from nsample.engine.prefix_attention import Chunk, Group
 
-FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi3", "smollm3", "gemma3_text", "olmo2",
-            "olmo3"}  # LlamaDecoderLayer's, Qwen 3's with q/k RMSNorms per head, Qwen 2 and 3 MoE's with experts in
-# place of the MLP on a GGUF file's blocks (gguf_experts.py), Phi 3's with q|k|v and gate|up each one projection
-# (qkv_proj, gate_up_proj), SmolLM3's with no rotary embedding on every fourth layer (cos 1 and sin 0 there: the
-# kernels' rotation leaves q and k as they are), Gemma 3's and OLMo 2 and 3's with norms after the attention and MLP
+FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi3", "smollm3", "gemma2",
+            "gemma3_text", "olmo2", "olmo3"}  # LlamaDecoderLayer's, Qwen 3's with q/k RMSNorms per head, Qwen 2
+# and 3 MoE's with experts in place of the MLP on a GGUF file's blocks (gguf_experts.py), Phi 3's with q|k|v and
+# gate|up each one projection (qkv_proj, gate_up_proj), SmolLM3's with no rotary embedding on every fourth layer (cos
+# 1 and sin 0 there: the kernels' rotation leaves q and k as they are), Gemma 2 and 3's and OLMo 2 and 3's with norms
+# after the attention and MLP (Gemma 2's scores and logits soft-capped)
 SILU = {"SiLU", "SiLUActivation"}  # torch's and transformers' x·sigmoid(x)
 GELU_TANH = {"GELUTanh", "PytorchGELUTanh"}  # transformers' gelu_pytorch_tanh (Gemma's)
-GEMMA_NORMS = {"Gemma3RMSNorm"}  # x / rms(x) · (1 + w): the kernels' norm multiplies by 1 + w
+GEMMA_NORMS = {"Gemma2RMSNorm", "Gemma3RMSNorm"}  # x / rms(x) · (1 + w): the kernels' norm multiplies by 1 + w
 SHORT_PROMPT = 16  # prompts of at most this many tokens prefill here too (`prefill`), on the decode kernels
 
 
@@ -106,6 +108,8 @@ class FusedDecoder:
         self.embed, self.rotary = model.model.embed_tokens, model.model.rotary_emb
         self.norm, self.norm_eps = _norm(model.model.norm)
         self.heads, self.kv_heads, self.scale = cfg.num_attention_heads, cfg.num_key_value_heads, attn.scaling
+        self.softcap = getattr(cfg, "attn_logit_softcapping", None) or 0.0  # Gemma 2's: its scores', its logits'
+        self.final_softcap = getattr(cfg, "final_logit_softcapping", None)
         self.head_dim = attn.head_dim
         self.tables = {L.rope for L in layers}  # which rotary tables a step makes
 
@@ -120,7 +124,7 @@ class FusedDecoder:
         return self._forward(h, self.layers, lambda i, qkv: self.ops.decode_attention(
             qkv, *tables[self.layers[i].rope], self.heads, self.kv_heads, self.scale, own,
             [g.cohort.keys[i] for g in groups], [g.cohort.values[i] for g in groups], segments,
-            [p[i][0] for p in prompts], [p[i][1] for p in prompts], self.layers[i].window))
+            [p[i][0] for p in prompts], [p[i][1] for p in prompts], self.layers[i].window, self.softcap))
 
     @torch.inference_mode()
     def prefill(self, ids: torch.Tensor, positions: torch.Tensor, chunks: list[Chunk], keep: list[int]
@@ -133,7 +137,7 @@ class FusedDecoder:
         return self._forward(h, self.prefill_layers, lambda i, qkv: self.ops.prefill_attention(
             qkv, *tables[self.prefill_layers[i].rope], self.heads, self.kv_heads, self.scale, spans,
             [c.kv.buffers[i][0] for c in chunks], [c.kv.buffers[i][1] for c in chunks],
-            self.prefill_layers[i].window), keep)
+            self.prefill_layers[i].window, self.softcap), keep)
 
     def _forward(self, h: torch.Tensor, layers: list[Layer], attention, keep: list[int] | None = None
                  ) -> torch.Tensor:
@@ -156,7 +160,10 @@ class FusedDecoder:
             else:
                 ops.linear_norm_add(act, L.down, L.post_norms[1], L.eps, h)
         h = h if keep is None else h[keep].contiguous()
-        return ops.norm_linear(h, self.norm, self.norm_eps, self.head)
+        logits = ops.norm_linear(h, self.norm, self.norm_eps, self.head)  # (M, V)
+        if self.final_softcap:
+            ops.soft_cap_(logits, self.final_softcap)
+        return logits
 
     def _tables(self, h: torch.Tensor, positions: torch.Tensor, rows) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """The rotary tables (cos, sin) the layers use, `rows` of each: the model's, each layer type's (Gemma 3's),
@@ -194,7 +201,7 @@ def build(model) -> FusedDecoder | None:
     if ops is None:
         return None
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    if head_dim % 16 or cfg.hidden_size % 32 or getattr(cfg, "final_logit_softcapping", None):
+    if head_dim % 16 or cfg.hidden_size % 32:
         return None
     rotary = model.model.rotary_emb
     if (cfg.rope_parameters.get("partial_rotary_factor", 1.0) != 1.0  # the kernels turn whole heads: Phi-4-mini's
@@ -217,7 +224,7 @@ def _layer(layer: nn.Module, ops, layer_type: str | None, prefill: bool = False)
     attn, mlp = layer.self_attn, layer.mlp
     moe = _moe(layer, ops, prefill) if hasattr(mlp, "experts") else None
     post = (layer.post_attention_layernorm, layer.post_feedforward_layernorm) if hasattr(
-        layer, "post_feedforward_layernorm") else None  # Gemma 3's, OLMo 2's: a norm on each branch's output
+        layer, "post_feedforward_layernorm") else None  # Gemma's, OLMo 2's: a norm on each branch's output
     pre = ((getattr(layer, "input_layernorm", None), getattr(layer, "pre_feedforward_layernorm", None)) if post else
            (layer.input_layernorm, layer.post_attention_layernorm))  # OLMo 2: none
     act = type(getattr(mlp, "act_fn", None) or getattr(mlp, "activation_fn", None)).__name__

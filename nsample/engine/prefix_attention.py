@@ -13,7 +13,9 @@ projections over all of it, the attention per chunk against its own request's pr
 A layer with a sliding window W (Gemma 3's and OLMo 3's local layers, Mistral 7B v0.1's) attends, as transformers' and
 llama.cpp's, to the keys of the W positions up to its own: of a decode row at position P + t - 1 (its request's prompt
 P, its cohort's t generated tokens), the prompt's from P + t - W on and its own tokens from t - W on, each one slice for
-the request's rows (`windowed`); of a prefill chunk, a band of its mask.
+the request's rows (`windowed`); of a prefill chunk, a band of its mask. Gemma 2's scores are soft-capped
+(cap·tanh(s/cap) before the softmax, as its eager attention): its decode rows go by plain GEMMs (on a CPU a row at a
+time, so that its numbers do not depend on how many rows its request has), its prefill chunks by `capped`.
 It is registered in transformers' AttentionInterface and only acts when the runner passes `nsample_batch` or
 `nsample_prefill`; every other call (anyone else using the model) is plain SDPA with SDPA's masks.
 """
@@ -29,10 +31,9 @@ from nsample.engine.kv_cache import SharedKV
 
 NAME = "nsample_shared_prefix"
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "smollm3", "qwen2_moe",
-            "qwen3_moe", "gemma3_text", "olmo3"}  # causal attention, plain or in a sliding window
-WINDOWED = {"gemma3_text", "olmo3", "mistral"}  # of those, the ones whose sliding windows this takes (the window
-# alone: no soft-capping of scores, which Gemma 2 has, nor Gemma 3's bidirectional variant, EmbeddingGemma); Mistral
-# 7B v0.1's on every layer
+            "qwen3_moe", "gemma2", "gemma3_text", "olmo3"}  # causal attention, plain or in a sliding window
+WINDOWED = {"gemma2", "gemma3_text", "olmo3", "mistral"}  # of those, the ones whose sliding windows this takes (not
+# Gemma 3's bidirectional variant, EmbeddingGemma); Mistral 7B v0.1's on every layer
 
 
 @dataclass
@@ -59,9 +60,11 @@ class Chunk:
 
 
 def shared_prefix_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-                            nsample_batch=None, nsample_prefill=None, sliding_window=None, **kwargs):
+                            nsample_batch=None, nsample_prefill=None, sliding_window=None, softcap=None, **kwargs):
     if nsample_prefill is not None:
-        return packed_prefill_attention(module, query, key, value, scaling, nsample_prefill, sliding_window)
+        return packed_prefill_attention(module, query, key, value, scaling, nsample_prefill, sliding_window, softcap)
+    if nsample_batch is None and softcap is not None:  # SDPA's boolean mask (None: causal), scores soft-capped
+        return capped(query, key, value, attention_mask, scaling, softcap).transpose(1, 2), None
     if nsample_batch is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                                       sliding_window=sliding_window, **kwargs)
@@ -72,11 +75,14 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
         k, v = grp.cohort.append(layer, key[span], value[span])  # (rows, Hkv, t, D), this step's included
         prefixes = [windowed(*s.kv.prefix[layer], k.shape[2], sliding_window) for s in grp.segments]
         k, v = (x[:, :, max(0, x.shape[2] - (sliding_window or x.shape[2])):] for x in (k, v))  # the last W
-        if query.device.type == "cpu":
+        if query.device.type == "cpu" and softcap is None:
             attend_cpu(query[span], [(s.start, s.stop, *p) for s, p in zip(grp.segments, prefixes)], k, v, out[span])
-        for s, p in zip(grp.segments, prefixes) if query.device.type != "cpu" else []:
-            rows = slice(grp.start + s.start, grp.start + s.stop)
-            attend(query[rows], *p, k[s.start:s.stop], v[s.start:s.stop], out=out[rows])
+            continue
+        for s, p in zip(grp.segments, prefixes):
+            each = [(s.start, s.stop)] if query.device.type != "cpu" else [(r, r + 1) for r in range(s.start, s.stop)]
+            for a, b in each:  # the request's rows together, or on a CPU (soft-capped) each alone
+                rows = slice(grp.start + a, grp.start + b)
+                attend(query[rows], *p, k[a:b], v[a:b], out=out[rows], softcap=softcap)
     return out.transpose(1, 2), None  # (B, 1, H, D)
 
 
@@ -87,10 +93,11 @@ def windowed(k_p: torch.Tensor, v_p: torch.Tensor, t: int, window: int | None):
     return k_p[:, :, first:], v_p[:, :, first:]
 
 
-def packed_prefill_attention(module, query, key, value, scaling, chunks: list[Chunk], window: int | None = None):
+def packed_prefill_attention(module, query, key, value, scaling, chunks: list[Chunk], window: int | None = None,
+                             softcap: float | None = None):
     """Prompt chunks of several requests packed into one sequence (1, H, T, D): each chunk attends causally to
     its own request's prompt only (in a sliding window, to the `window` positions up to each query's own), with
-    the same attention call as when it is prefilled alone."""
+    the same attention call as when it is prefilled alone (soft-capped: `capped`)."""
     out = torch.empty_like(query)  # (1, H, T, D)
     for c in chunks:
         span = slice(c.start, c.stop)
@@ -100,14 +107,30 @@ def packed_prefill_attention(module, query, key, value, scaling, chunks: list[Ch
         mask = None if C == P and not binds else torch.ones(C, P, dtype=torch.bool, device=query.device).tril(P - C)
         if binds:  # query i, at position P - C + i, sees keys P - C + i - window < j <= P - C + i
             mask = mask.triu(P - C - window + 1)
+        if softcap is not None:
+            out[:, :, span] = capped(query[:, :, span], k, v, mask, scaling, softcap)
+            continue
         out[:, :, span] = torch.nn.functional.scaled_dot_product_attention(
             query[:, :, span], k, v, attn_mask=mask, is_causal=mask is None, scale=scaling, enable_gqa=True)
     return out.transpose(1, 2), None  # (1, T, H, D)
 
 
-def attend(query, k_p, v_p, k, v, out):
+def capped(query, key, value, mask, scaling, softcap: float) -> torch.Tensor:
+    """Attention with soft-capped scores, as Gemma 2's eager attention: queries (B, H, Q, D) over keys and values (B,
+    Hkv, K, D), `mask` a boolean (·, ·, Q, K) of the keys each query sees (None: causal, the last Q positions). Returns
+    (B, H, Q, D)."""
+    g, (Q, K) = query.shape[1] // key.shape[1], (query.shape[2], key.shape[2])
+    scores = query @ key.repeat_interleave(g, 1).transpose(-1, -2) * (scaling or query.shape[-1] ** -0.5)
+    scores = torch.tanh(scores / softcap) * softcap  # (B, H, Q, K)
+    if mask is None:
+        mask = torch.ones(Q, K, dtype=torch.bool, device=query.device).tril(K - Q)
+    weights = scores.masked_fill(~mask, -torch.inf).float().softmax(-1).to(query.dtype)
+    return weights @ value.repeat_interleave(g, 1)
+
+
+def attend(query, k_p, v_p, k, v, out, softcap: float | None = None):
     """One request's rows: scaled queries (R, H, 1, D) over its prompt (1, Hkv, P, D) and their own tokens
-    (R, Hkv, L, D), written to out (R, H, 1, D)."""
+    (R, Hkv, L, D), scores soft-capped by `softcap` if given, written to out (R, H, 1, D)."""
     R, H, _, D = query.shape
     Hkv, P = k_p.shape[1], k_p.shape[2]
     g = H // Hkv
@@ -115,7 +138,8 @@ def attend(query, k_p, v_p, k, v, out):
     q_heads = q.transpose(0, 1).reshape(1, Hkv, R * g, D)  # all rows' queries, per KV head (a view when R=1)
     s_prefix = (q_heads @ k_p.transpose(-1, -2)).view(Hkv, R, g, P).transpose(0, 1)  # (R, Hkv, g, P)
     s_suffix = q @ k.transpose(-1, -2)  # (R, Hkv, g, L): each row's own tokens
-    w = torch.cat([s_prefix, s_suffix], -1).float().softmax(-1).to(q.dtype)  # (R, Hkv, g, P + L)
+    w = torch.cat([s_prefix, s_suffix], -1)  # (R, Hkv, g, P + L)
+    w = (w if softcap is None else torch.tanh(w / softcap) * softcap).float().softmax(-1).to(q.dtype)
     w_heads = w[..., :P].transpose(0, 1).reshape(1, Hkv, R * g, P)
     prefix = (w_heads @ v_p).view(Hkv, R, g, D).transpose(0, 1)  # (R, Hkv, g, D)
     torch.add(prefix, w[..., P:] @ v, out=out.view(R, Hkv, g, D))
@@ -171,14 +195,13 @@ def prompt_flash(q, k, v):
 
 def enable(model) -> bool:
     """Switch `model` to shared-prefix attention if its architecture is causal attention, plain or (WINDOWED) in a
-    sliding window on some layers."""
+    sliding window on some layers, its scores soft-capped or not."""
     cfg = model.config.get_text_config(decoder=True)
     layer_types = getattr(cfg, "layer_types", None)
     window = getattr(cfg, "sliding_window", None)  # Phi-3.5's 262144 never binds in its 131072 positions
     windowed = (set(layer_types) != {"full_attention"} if layer_types else
                 bool(window) and window < cfg.max_position_embeddings)
-    plain_window = (cfg.model_type in WINDOWED and not getattr(cfg, "attn_logit_softcapping", None)
-                    and not getattr(cfg, "use_bidirectional_attention", False))
+    plain_window = cfg.model_type in WINDOWED and not getattr(cfg, "use_bidirectional_attention", False)
     if cfg.model_type not in FAMILIES or (windowed and not plain_window):
         return False
     AttentionInterface.register(NAME, shared_prefix_attention)

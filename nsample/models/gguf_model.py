@@ -40,9 +40,9 @@ from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
 from nsample.models import gguf_architectures, model_cache, rope_factors, rope_scaling
 
 INDEX = "gguf_tensors.json"
-VERSION = "gguf4"  # of the metadata entries: gguf2 added the rope scaling (rope_scaling.py), gguf3 the experts' sizes,
-# gguf4 Phi 3's LongRoPE and partial rotary, Gemma 2 and 3's attention scale
-OLDER = ("gguf", "gguf2", "gguf3")  # earlier versions' entries, removed when a file's entry is made again
+VERSION = "gguf5"  # of the metadata entries: gguf2 added the rope scaling (rope_scaling.py), gguf3 the experts' sizes,
+# gguf4 Phi 3's LongRoPE and partial rotary, Gemma 2 and 3's attention scale, gguf5 Gemma 2's soft caps
+OLDER = ("gguf", "gguf2", "gguf3", "gguf4")  # earlier versions' entries, removed when a file's entry is made again
 NAMES = "gguf_names.json"
 Q8_0 = 8
 EXPERT_TENSOR = re.compile(r"\.ffn_(gate|up|down)_exps\.weight$")  # a layer's experts, (experts, rows, row bytes)
@@ -99,13 +99,18 @@ def _read_missing(config, reader, arch: str) -> None:
     size (Qwen 2 and 3 MoE: it keeps its defaults, Qwen1.5-MoE-A2.7B's and Qwen3-30B-A3B's), Phi 3's rotary size
     (Phi-4-mini turns 96 of each head's 128); Gemma 2 and 3's attention scale, which the file does not hold and
     transformers' GGUF config leaves at 256: 1/sqrt(head size), or 1/sqrt(hidden / heads) for the 27B models (144 and
-    168 where the head size is 128), as llama.cpp and the hub configs have it. Not Phi 3's sliding window
+    168 where the head size is 128), as llama.cpp and the hub configs have it; Gemma 2's soft caps of its attention
+    scores and logits (transformers' GGUF config keeps its defaults, 50 and 30, those of every released Gemma 2,
+    where the file says otherwise). Not Phi 3's sliding window
     (Phi-3-mini-4k's 2047): llama.cpp turns it off for Phi files (its PR 13676), and so does transformers' GGUF
     config, which does not read it."""
     get = _getter(reader, arch)
     for attr, key in MISSING.items():  # the file's own value, where transformers read one too
         if get(key) is not None and hasattr(config, attr):
             setattr(config, attr, int(get(key)))
+    for attr in ("attn_logit_softcapping", "final_logit_softcapping"):  # llama.cpp's converter's key names
+        if get(attr) is not None and hasattr(config, attr):
+            setattr(config, attr, float(get(attr)))
     head_dim, _ = whole_head_rotary.rotary_size(config)
     if arch in GEMMA_27B_LAYERS:  # the file has no attention scale: llama.cpp's rule, from gemma_pytorch's configs
         big = config.num_hidden_layers == GEMMA_27B_LAYERS[arch]

@@ -78,6 +78,14 @@ inline void scores(const float* const* q, float* const* s, int n, Run k, int64_t
 #endif
 }
 
+// A query's L scores in s to cap · tanh(score / cap), in place (Gemma 2's soft-capped attention), each lane alone; past
+// L to the end of the last vector too (scratch). cap 0: as they are.
+inline void soft_cap(float* s, int64_t L, float cap) {
+  if (cap <= 0.0f) return;
+  const Vec c(cap);
+  for (int64_t j = 0; j < L; j += W) (c * vmath::tanh_vec(Vec::loadu(s + j) / c)).store(s + j);
+}
+
 // A query's L scores in s to e^(score - max), in place (past L, to the end of the last vector: zeros); returns 1 over
 // their sum.
 inline float softmax(float* s, int64_t L) {

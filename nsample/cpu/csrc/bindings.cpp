@@ -11,15 +11,16 @@ void linear_add(const at::Tensor& x, const Linear& linear, at::Tensor& h);
 at::Tensor norm_swiglu(const at::Tensor& h, const c10::optional<at::Tensor>& w, double eps, const Linear& linear);
 at::Tensor norm_geglu(const at::Tensor& h, const at::Tensor& w, double eps, const Linear& linear);
 void linear_norm_add(const at::Tensor& x, const Linear& linear, const at::Tensor& w, double eps, at::Tensor& h);
+void soft_cap_(at::Tensor& x, double cap);
 at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t H,
                             int64_t Hkv, double scale, const std::vector<int64_t>& groups,
                             const std::vector<at::Tensor>& own_k, const std::vector<at::Tensor>& own_v,
                             const std::vector<int64_t>& segments, const std::vector<at::Tensor>& prefix_k,
-                            const std::vector<at::Tensor>& prefix_v, int64_t window);
+                            const std::vector<at::Tensor>& prefix_v, int64_t window, double softcap);
 at::Tensor prefill_attention(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t H,
                              int64_t Hkv, double scale, const std::vector<int64_t>& chunks,
                              const std::vector<at::Tensor>& prompt_k, const std::vector<at::Tensor>& prompt_v,
-                             int64_t window);
+                             int64_t window, double softcap);
 at::Tensor race_sample(const at::Tensor& probs, const at::Tensor& seeds, const at::Tensor& positions,
                        const at::Tensor& token_hash);
 
@@ -61,6 +62,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("linear_add", &linear_add, "decode_layer.cpp: a linear layer, added into the residual");
   m.def("norm_swiglu", &norm_swiglu, "decode_layer.cpp: RMSNorm (or none: None), gate|up, SiLU(gate)·up");
   m.def("norm_geglu", &norm_geglu, "decode_layer.cpp: RMSNorm, gate|up, GELU-tanh(gate)·up");
+  m.def("soft_cap_", &soft_cap_, "decode_layer.cpp: x = cap·tanh(x / cap) in place, each element alone");
   m.def("linear_norm_add", &linear_norm_add, "decode_layer.cpp: a linear layer, its RMSNorm added into the residual");
   m.def("decode_attention", &decode_attention, "attention.cpp: rotary, KV append, attention of a decode step");
   m.def("prefill_attention", &prefill_attention,

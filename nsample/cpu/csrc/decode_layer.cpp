@@ -8,6 +8,7 @@
 // prefill runs through the same calls, its attention in prefill_attention.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "linear.h"
@@ -76,12 +77,23 @@ at::Tensor norm_swiglu(const at::Tensor& h, const c10::optional<at::Tensor>& w, 
                [](const Vec& g) { return g / (Vec(1.0f) + exp_vec(g.neg())); });
 }
 
-// The same with GELU's tanh form (Gemma 2 and 3's gelu_pytorch_tanh): x/2 · (1 + tanh(sqrt(2/π) · (x + 0.044715 x³))),
-// tanh(u) = 1 - 2 / (1 + e^2u).
+// The same with GELU's tanh form (Gemma 2 and 3's gelu_pytorch_tanh): x/2 · (1 + tanh(sqrt(2/π) · (x + 0.044715 x³))).
 at::Tensor norm_geglu(const at::Tensor& h, const at::Tensor& w, double eps, const Linear& linear) {
   return gated(norm_linear(h, w, eps, linear), [](const Vec& x) {
     const Vec u = Vec(0.7978845608028654f) * (x + Vec(0.044715f) * x * x * x);
-    const Vec tanh = Vec(1.0f) - Vec(2.0f) / (Vec(1.0f) + exp_vec(u + u));
-    return Vec(0.5f) * x * (Vec(1.0f) + tanh);
+    return Vec(0.5f) * x * (Vec(1.0f) + vmath::tanh_vec(u));
   });
+}
+
+// x = cap · tanh(x / cap) in place (Gemma 2's final_logit_softcapping on the logits (M, V)), each element alone: every
+// vector the same lane-wise arithmetic, a row's last one loaded and stored in part, so a row's numbers do not depend
+// on where it sits or what is beside it.
+void soft_cap_(at::Tensor& x, double cap) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat && x.is_contiguous() && cap > 0, "soft_cap_: contiguous float, cap > 0");
+  float* p = x.data_ptr<float>();
+  const Vec c(static_cast<float>(cap));
+  for (int64_t i = 0, n = x.numel(); i < n; i += W) {
+    const int64_t count = std::min<int64_t>(W, n - i);
+    (c * vmath::tanh_vec(Vec::loadu(p + i, count) / c)).store(p + i, count);
+  }
 }

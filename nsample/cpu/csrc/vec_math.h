@@ -1,6 +1,6 @@
 // The vector math the decode layer's kernels share (decode_layer.cpp, attention.cpp), on torch's portable vector
-// layer (at::vec::Vectorized<float>: W = 8 floats on AVX2, 16 on AVX-512, 4 on NEON): e^x, a vector's sum, a dot
-// product, and on x86 the sums of W vectors at once.
+// layer (at::vec::Vectorized<float>: W = 8 floats on AVX2, 16 on AVX-512, 4 on NEON): e^x, tanh, a vector's sum, a
+// dot product, and on x86 the sums of W vectors at once.
 #pragma once
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
@@ -34,6 +34,9 @@ inline Vec exp_vec(Vec x) {
   const Vec bits = at::vec::fmadd(n, Vec(8388608.0f), Vec(1065353216.0f));  // (n + 127)·2^23, exact in a float
   return p * at::vec::cast<float>(at::vec::convert_to_int_of_same_size(bits));  // exact: times a normal 2^n
 }
+
+// tanh(u) = 1 - 2 / (1 + e^2u) lane by lane, on exp_vec (±1 where e^2u saturates); absolute error ~1e-7.
+inline Vec tanh_vec(Vec u) { return Vec(1.0f) - Vec(2.0f) / (Vec(1.0f) + exp_vec(u + u)); }
 
 inline float sum(const Vec& v) { return at::vec::vec_reduce_all(std::plus<Vec>(), v); }
 
