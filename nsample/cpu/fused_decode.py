@@ -40,8 +40,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from nsample.cpu import gguf_experts, kernels
-from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
+from nsample.cpu import fused_experts, kernels
+from nsample.cpu.fused_experts import SILU, Moe
 from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.cpu.int8_linear import Int8Linear, Member
 from nsample.cpu.whole_head_rotary import WholeHeadRotary
@@ -53,7 +53,6 @@ FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi
 # gate|up each one projection (qkv_proj, gate_up_proj), SmolLM3's with no rotary embedding on every fourth layer (cos
 # 1 and sin 0 there: the kernels' rotation leaves q and k as they are), Gemma 2 and 3's and OLMo 2 and 3's with norms
 # after the attention and MLP (Gemma 2's scores and logits soft-capped)
-SILU = {"SiLU", "SiLUActivation"}  # torch's and transformers' x·sigmoid(x)
 GELU_TANH = {"GELUTanh", "PytorchGELUTanh"}  # transformers' gelu_pytorch_tanh (Gemma's)
 GEMMA_NORMS = {"Gemma2RMSNorm", "Gemma3RMSNorm"}  # x / rms(x) · (1 + w): the kernels' norm multiplies by 1 + w
 SHORT_PROMPT = 16  # prompts of at most this many tokens prefill here too (`prefill`), on the decode kernels
@@ -75,29 +74,6 @@ class Layer:
     window: int = 0  # a sliding window's positions (0: none)
     post_norms: tuple[torch.Tensor, torch.Tensor] | None = None  # Gemma 3's and OLMo 2's after the attention, the MLP
     gelu: bool = False  # the MLP's activation GELU's tanh form, else SiLU
-
-
-@dataclass
-class Moe:
-    """A layer's experts in place of its MLP: the model's own RMSNorm module before them, the router (the kernels'
-    Linear on its blocks), its top k and normalization, the experts' C++ layer (csrc/moe.cpp), and Qwen 2 MoE's
-    shared expert (its gate|up and down Linears, its MLP size, the Linear of its one-row sigmoid gate)."""
-    norm: nn.Module
-    router: object
-    top_k: int
-    norm_topk_prob: bool
-    experts: object
-    shared: tuple | None = None
-
-    def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        x = self.norm(h).contiguous()  # (M, E)
-        weights, experts = gguf_experts.route(self.router(x), self.top_k, self.norm_topk_prob)  # (M, k) each
-        y = self.experts(x, experts, weights)  # (M, E)
-        if self.shared is not None:  # as Qwen2MoeSparseMoeBlock: experts + sigmoid(gate(x)) * shared MLP(x)
-            gate_up, down, F, gate = self.shared
-            gu = gate_up(x)  # (M, 2F)
-            y = y + torch.sigmoid(gate(x)) * down(nn.functional.silu(gu[:, :F]) * gu[:, F:])
-        return y
 
 
 class FusedDecoder:
@@ -222,7 +198,7 @@ def build(model) -> FusedDecoder | None:
 def _layer(layer: nn.Module, ops, layer_type: str | None, prefill: bool = False) -> Layer:
     """A decoder layer as the kernels run it; `layer_type` names its rotary table where the model has one per type."""
     attn, mlp = layer.self_attn, layer.mlp
-    moe = _moe(layer, ops, prefill) if hasattr(mlp, "experts") else None
+    moe = fused_experts.build(layer, ops, prefill, _joined) if hasattr(mlp, "experts") else None
     post = (layer.post_attention_layernorm, layer.post_feedforward_layernorm) if hasattr(
         layer, "post_feedforward_layernorm") else None  # Gemma's, OLMo 2's: a norm on each branch's output
     pre = ((getattr(layer, "input_layernorm", None), getattr(layer, "pre_feedforward_layernorm", None)) if post else
@@ -255,28 +231,6 @@ def _norm(module: nn.Module) -> tuple[torch.Tensor, float]:
     if not hasattr(module, "variance_epsilon"):
         raise ValueError(f"a norm of another kind: {type(module).__name__}")
     return module.weight.float(), module.variance_epsilon
-
-
-def _moe(layer: nn.Module, ops, prefill: bool) -> Moe:
-    """Experts on a GGUF's blocks with a router (Qwen 3 MoE's block), and a gated shared expert (Qwen 2 MoE's)."""
-    mlp = layer.mlp
-    children = set(dict(mlp.named_children()))
-    if (children not in ({"experts", "gate"}, {"experts", "gate", "shared_expert", "shared_expert_gate"})
-            or not isinstance(mlp.experts, GGUFExperts) or not isinstance(mlp.gate, GGUFRouter)
-            or type(mlp.experts.act_fn).__name__ not in SILU):
-        raise ValueError("not experts on a GGUF's blocks with a plain router and SiLU")
-    experts = mlp.experts.kernel(q8=False if prefill else None)
-    if experts is None:
-        raise ValueError("no experts kernel")
-    shared = None
-    if "shared_expert" in children:
-        s = mlp.shared_expert
-        if type(s.act_fn).__name__ not in SILU:
-            raise ValueError("a shared expert of another activation")
-        shared = (_joined(ops, [s.gate_proj, s.up_proj], prefill), _joined(ops, [s.down_proj], prefill),
-                  s.gate_proj.out_features, _joined(ops, [mlp.shared_expert_gate], prefill))
-    return Moe(layer.post_attention_layernorm, _joined(ops, [mlp.gate.linear], prefill), mlp.gate.top_k,
-               mlp.gate.norm_topk_prob, experts, shared)
 
 
 def _joined(ops, linears: list[nn.Module], prefill: bool = False):
