@@ -13,6 +13,9 @@
                         7 minutes on 2 cores here).
   --qwen3               a Qwen 3 of Qwen3-0.6B's shape (QWEN3: an RMSNorm of each q and k head, head size 128, a
                         tied head; SmolLM2's vocabulary, so 0.47B parameters), Q4_K_M by default.
+  --gemma2              a Gemma 2 of Gemma-2-2B's shape (GEMMA2: norms after the attention and the MLP, no q/k norms,
+                        head size 256, every other layer in a 4096-token window, scores and logits soft-capped at 50
+                        and 30; SmolLM2's vocabulary, so 2.1B parameters), Q4_K_M.
   --gemma3              a Gemma 3 of Gemma-3-1B's shape (GEMMA3: q and k head norms and norms after the attention
                         and the MLP, all 1.0 as stored, so Gemma's 1 + w is 1; head size 256, one KV head, a 512-token
                         sliding window on five layers of six; SmolLM2's vocabulary, so 0.75B parameters), Q4_K_M.
@@ -68,6 +71,9 @@ SEVEN_B = {"hidden": 4096, "intermediate": 14336, "layers": 32, "heads": 32, "kv
            "rope_base": 1000000.0, "rms_eps": 1e-5}  # Mistral-7B's shape
 QWEN3 = {"arch": "qwen3", "hidden": 1024, "intermediate": 3072, "layers": 28, "heads": 16, "kv_heads": 8,
          "head_dim": 128, "tied": True, "context": 4096, "rope_base": 1000000.0, "rms_eps": 1e-6}  # Qwen3-0.6B's
+GEMMA2 = {"arch": "gemma2", "hidden": 2304, "intermediate": 9216, "layers": 26, "heads": 8, "kv_heads": 4,
+          "head_dim": 256, "tied": True, "context": 8192, "rope_base": 10000.0, "rms_eps": 1e-6,
+          "sliding_window": 4096, "softcaps": (50.0, 30.0)}  # Gemma-2-2B's: every other layer in the window
 GEMMA3 = {"arch": "gemma3", "hidden": 1152, "intermediate": 6912, "layers": 26, "heads": 4, "kv_heads": 1,
           "head_dim": 256, "tied": True, "context": 32768, "rope_base": 1000000.0, "rms_eps": 1e-6,
           "sliding_window": 512}  # Gemma-3-1B's
@@ -81,14 +87,26 @@ SMOLLM3 = {"arch": "smollm3", "hidden": 2048, "intermediate": 11008, "layers": 3
            "tied": True, "context": 65536, "rope_base": 5000000.0, "rms_eps": 1e-6}  # SmolLM3-3B's: rope off on 1 in 4
 OLMO2 = {"arch": "olmo2", "hidden": 2048, "intermediate": 8192, "layers": 16, "heads": 16, "kv_heads": 16,
          "context": 4096, "rope_base": 500000.0, "rms_eps": 1e-6}  # OLMo-2-0425-1B's: norms after attention and MLP
-MODELS = {"large": ("TinyLlama-1.1B-random", LARGE, ("Q4_1", "Q4_K_M")),
-          "7b": ("Mistral-7B-random", SEVEN_B, ("Q4_K_M",)),
-          "qwen3": ("Qwen3-0.6B-random", QWEN3, ("Q4_K_M",)),
-          "gemma3": ("Gemma3-1B-random", GEMMA3, ("Q4_K_M",)),
-          "qwen3moe": ("Qwen3-MoE-1.4B-A0.3B-random", QWEN3MOE, ("Q4_K_M",)),
-          "phi4mini": ("Phi-4-mini-3.4B-random", PHI4MINI, ("Q4_K_M",)),
-          "smollm3": ("SmolLM3-2.9B-random", SMOLLM3, ("Q4_K_M",)),
-          "olmo2": ("OLMo-2-1B-random", OLMO2, ("Q4_K_M",))}  # prefix -> name, shape, default types
+MODELS = {  # flag -> name, shape, default types, what --help says
+    "large": ("TinyLlama-1.1B-random", LARGE, ("Q4_1", "Q4_K_M"),
+              "the 1.1B random Llama (minutes, ~1.4 GB)"),
+    "7b": ("Mistral-7B-random", SEVEN_B, ("Q4_K_M",),
+           "a 7.4B random model of Mistral-7B's shape (minutes, 4.2 GB; 15 GB free disk while its F16 exists)"),
+    "qwen3": ("Qwen3-0.6B-random", QWEN3, ("Q4_K_M",),
+              "a 0.47B random Qwen 3 of Qwen3-0.6B's shape (q/k norms, head size 128, tied)"),
+    "gemma2": ("Gemma2-2B-random", GEMMA2, ("Q4_K_M",),
+               "a 2.1B random Gemma 2 of Gemma-2-2B's shape (soft-capped scores and logits; SmolLM2's vocabulary)"),
+    "gemma3": ("Gemma3-1B-random", GEMMA3, ("Q4_K_M",),
+               "a 0.75B random Gemma 3 of Gemma-3-1B's shape (SmolLM2's vocabulary)"),
+    "qwen3moe": ("Qwen3-MoE-1.4B-A0.3B-random", QWEN3MOE, ("Q4_K_M",),
+                 "a 1.4B random Qwen 3 MoE (64 experts of 512, 8 a token: 0.3B active; q/k norms, untied head)"),
+    "phi4mini": ("Phi-4-mini-3.4B-random", PHI4MINI, ("Q4_K_M",),
+                 "a 3.4B random Phi 3 of Phi-4-mini's shape (partial rotary, LongRoPE, tied)"),
+    "smollm3": ("SmolLM3-2.9B-random", SMOLLM3, ("Q4_K_M",),
+                "a 2.9B random SmolLM3 of SmolLM3-3B's shape (rope off on every fourth layer)"),
+    "olmo2": ("OLMo-2-1B-random", OLMO2, ("Q4_K_M",),
+              "a 1.1B random OLMo 2 of OLMo-2-0425-1B's shape (norms after attention and MLP)"),
+}
 KINDS = ("token_embd", "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
          "ffn_down", "output_norm", "output")  # the order kinds are listed in (others after them)
 SEED, STD = 0, 0.02
@@ -135,7 +153,7 @@ def build_embedded(out: Path, types: tuple[str, ...] = EMBEDDED_TYPES) -> list[P
 
 def build_large(out: Path, types: tuple[str, ...], model: str) -> list[Path]:
     """The random model of MODELS[model] quantized to `types`: its F16 written (seeded), quantized, then deleted."""
-    name, shape, _ = MODELS[model]
+    name, shape = MODELS[model][:2]
     source = embedded_gguf()
     key = large_key(source, shape)
     targets = [out / f"{name}.{t}-{key}.gguf" for t in types]
@@ -195,7 +213,7 @@ def large_tensors(vocab: int, shape: dict) -> list[tuple[str, tuple[int, ...]]]:
              ("attn_output", (h, q)), ("ffn_norm", (h,)), ("ffn_gate", (f, h)), ("ffn_up", (f, h)),
              ("ffn_down", (h, f))] + ([("attn_q_norm", (d,)), ("attn_k_norm", (d,))]
                                       if arch in ("qwen3", "qwen3moe", "gemma3") else [])
-    layer += [("post_attention_norm", (h,)), ("post_ffw_norm", (h,))] if arch == "gemma3" else []
+    layer += [("post_attention_norm", (h,)), ("post_ffw_norm", (h,))] if arch in ("gemma2", "gemma3") else []
     if arch == "olmo2":  # no norms before attention and MLP: after them, and on all of q and of k
         layer = [(k, d) for k, d in layer if k not in ("attn_norm", "ffn_norm")] + [
             ("attn_q_norm", (q,)), ("attn_k_norm", (kv,)), ("post_attention_norm", (h,)), ("post_ffw_norm", (h,))]
@@ -265,6 +283,9 @@ def write_large_f16(path: Path, tokenizer_source: Path, name: str, shape: dict) 
     writer.add_rope_freq_base(shape["rope_base"])
     if "sliding_window" in shape:
         writer.add_sliding_window(shape["sliding_window"])
+    if "softcaps" in shape:  # Gemma 2's, of its attention scores and of its logits
+        writer.add_attn_logit_softcapping(shape["softcaps"][0])
+        writer.add_final_logit_softcapping(shape["softcaps"][1])
     if "experts" in shape:
         writer.add_expert_count(shape["experts"])
         writer.add_expert_used_count(shape["experts_used"])
@@ -347,27 +368,10 @@ def kinds_of(info: dict, extra=()) -> list[str]:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--embedded", action="store_true", help="the embedded model requantized (the default)")
-    ap.add_argument("--large", action="store_true", help="the 1.1B random Llama as Q4_1 and Q4_K_M (minutes, ~1.4 GB)")
-    ap.add_argument("--7b", dest="seven_b", action="store_true",
-                    help="a 7.4B random model of Mistral-7B's shape as Q4_K_M (minutes, 4.2 GB; 15 GB free disk "
-                         "while its F16 exists)")
-    ap.add_argument("--qwen3", action="store_true",
-                    help="a 0.75B random Qwen 3 of Qwen3-0.6B's shape (q/k norms, head size 128, tied) as Q4_K_M")
-    ap.add_argument("--gemma3", action="store_true",
-                    help="a 0.75B random Gemma 3 of Gemma-3-1B's shape (SmolLM2's vocabulary) as Q4_K_M")
-    ap.add_argument("--qwen3moe", action="store_true",
-                    help="a 1.4B random Qwen 3 MoE (64 experts of 512, 8 a token: 0.3B active; q/k norms, untied "
-                         "head; SmolLM2's vocabulary) as Q4_K_M")
-    ap.add_argument("--phi4mini", action="store_true",
-                    help="a 3.4B random Phi 3 of Phi-4-mini's shape (partial rotary, LongRoPE, tied) as Q4_K_M")
-    ap.add_argument("--smollm3", action="store_true",
-                    help="a 2.9B random SmolLM3 of SmolLM3-3B's shape (rope off on every fourth layer) as Q4_K_M")
-    ap.add_argument("--olmo2", action="store_true",
-                    help="a 1.1B random OLMo 2 of OLMo-2-0425-1B's shape (norms after attention and MLP) as Q4_K_M")
+    for flag, (_, _, types, what) in MODELS.items():
+        ap.add_argument(f"--{flag}", action="store_true", help=f"{what}, as {' and '.join(types)}")
     ap.add_argument("--types", nargs="+", choices=FTYPES, default=None,
-                    help=f"types to build (default {' '.join(EMBEDDED_TYPES)} for --embedded, "
-                         f"{' '.join(MODELS['large'][2])} for --large, {' '.join(MODELS['7b'][2])} for --7b, "
-                         "--qwen3, --gemma3, --qwen3moe, --phi4mini, --smollm3 and --olmo2)")
+                    help=f"types to build (default {' '.join(EMBEDDED_TYPES)} for --embedded; each model's own)")
     ap.add_argument("--out", type=Path, default=None, help="default: $NSAMPLE_CACHE_DIR/fixtures")
     ap.add_argument("--paths", action="store_true",
                     help="print only the files' paths, one a line (for `benchmark.py --gguf $(...)`)")
@@ -378,17 +382,13 @@ def main():
         return
     out = args.out or fixtures_dir()
     paths = []
-    if args.embedded or not (args.large or args.seven_b or args.qwen3 or args.gemma3 or args.qwen3moe
-                             or args.phi4mini or args.smollm3 or args.olmo2):
+    asked = [flag for flag in MODELS if vars(args)[flag]]
+    if args.embedded or not asked:
         paths += build_embedded(out, tuple(args.types or EMBEDDED_TYPES))
-    for model, asked in (("large", args.large), ("7b", args.seven_b), ("qwen3", args.qwen3), ("gemma3", args.gemma3),
-                         ("qwen3moe", args.qwen3moe), ("phi4mini", args.phi4mini), ("smollm3", args.smollm3),
-                         ("olmo2", args.olmo2)):
-        if asked:
-            t0 = time.perf_counter()
-            paths += build_large(out, tuple(args.types or MODELS[model][2]), model)
-            print(f"{model} fixtures ready in {time.perf_counter() - t0:.1f} s",
-                  file=sys.stderr if args.paths else None)
+    for model in asked:
+        t0 = time.perf_counter()
+        paths += build_large(out, tuple(args.types or MODELS[model][2]), model)
+        print(f"{model} fixtures ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr if args.paths else None)
     for path in paths:
         print(path if args.paths else f"{path}\n  {summary(path)}")
 

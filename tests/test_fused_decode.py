@@ -17,8 +17,8 @@ ISAS = [kernels.isa()] + (["avx2"] if kernels.isa() != "avx2" and "avx2" in kern
 # forced, as on most laptops
 INT8_ACTIVATIONS = kernels.ops() is not None and kernels.ops().q8_available()
 KINDS = [(kind, acts) for kind in ("mix", "q4_1") for acts in ["float32"] + ["int8"] * INT8_ACTIVATIONS] + [
-    ("qwen3", "float32"), ("phi3", "float32"), ("smollm3", "float32"), ("gemma2", "float32"), ("gemma3", "float32"),
-    ("olmo2", "float32"), ("olmo3", "float32")] + (
+    ("qwen3", "float32"), ("phi3", "float32"), ("smollm3", "float32"), ("granite", "float32"), ("gemma2", "float32"),
+    ("gemma3", "float32"), ("olmo2", "float32"), ("olmo3", "float32")] + (
     [("int8", "float32")] if resolve_quantize("auto", "cpu") == "int8" else [])
 
 
@@ -28,7 +28,8 @@ def tiny_engine(request):
     """The tiny model (head dim 64, two KV heads of two queries) as a GGUF file's blocks (a Q4_K_M-like mix of
     Q4_K and Q6_K, or Q4_1 and Q8_0 as the embedded model), decoded on float32 or int8 activations, or as int8
     weights; or a tiny Qwen 3 in the mix (head dim 128, an RMSNorm on each q and k head), or Phi 3 (q|k|v and
-    gate|up each one projection), or SmolLM3 (its fourth layer without a rotary embedding), or Gemma 3 (norms after
+    gate|up each one projection), or SmolLM3 (its fourth layer without a rotary embedding), or Granite 3 (its
+    embeddings, residual branches, attention scores and logits scaled by its multipliers), or Gemma 3 (norms after
     the attention and MLP, GELU, five layers of six in a window of 16 on their own rotary table), Gemma 2 (Gemma 3's
     without q/k norms, every other layer in the window, its scores and logits soft-capped), OLMo 2 (no norms
     before the attention and MLP, q/k norms over all heads), OLMo 3 (OLMo 2's with three layers of four in a window of

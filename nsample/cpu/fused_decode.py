@@ -47,12 +47,13 @@ from nsample.cpu.int8_linear import Int8Linear, Member
 from nsample.cpu.whole_head_rotary import WholeHeadRotary
 from nsample.engine.prefix_attention import Chunk, Group
 
-FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi3", "smollm3", "gemma2",
+FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi3", "smollm3", "granite", "gemma2",
             "gemma3_text", "olmo2", "olmo3"}  # LlamaDecoderLayer's, Qwen 3's with q/k RMSNorms per head, Qwen 2
-# and 3 MoE's with experts in place of the MLP on a GGUF file's blocks (gguf_experts.py), Phi 3's with q|k|v and
+# and 3 MoE's with experts in place of the MLP on a GGUF file's blocks (fused_experts.py), Phi 3's with q|k|v and
 # gate|up each one projection (qkv_proj, gate_up_proj), SmolLM3's with no rotary embedding on every fourth layer (cos
-# 1 and sin 0 there: the kernels' rotation leaves q and k as they are), Gemma 2 and 3's and OLMo 2 and 3's with norms
-# after the attention and MLP (Gemma 2's scores and logits soft-capped)
+# 1 and sin 0 there: the kernels' rotation leaves q and k as they are), Granite's with its multipliers (embeddings,
+# residual branches, logits), Gemma 2 and 3's and OLMo 2 and 3's with norms after the attention and MLP (Gemma 2's
+# scores and logits soft-capped)
 GELU_TANH = {"GELUTanh", "PytorchGELUTanh"}  # transformers' gelu_pytorch_tanh (Gemma's)
 GEMMA_NORMS = {"Gemma2RMSNorm", "Gemma3RMSNorm"}  # x / rms(x) · (1 + w): the kernels' norm multiplies by 1 + w
 SHORT_PROMPT = 16  # prompts of at most this many tokens prefill here too (`prefill`), on the decode kernels
@@ -74,6 +75,7 @@ class Layer:
     window: int = 0  # a sliding window's positions (0: none)
     post_norms: tuple[torch.Tensor, torch.Tensor] | None = None  # Gemma 3's and OLMo 2's after the attention, the MLP
     gelu: bool = False  # the MLP's activation GELU's tanh form, else SiLU
+    residual: float = 1.0  # what each branch's output is multiplied by before its residual add (Granite's)
 
 
 class FusedDecoder:
@@ -86,13 +88,15 @@ class FusedDecoder:
         self.heads, self.kv_heads, self.scale = cfg.num_attention_heads, cfg.num_key_value_heads, attn.scaling
         self.softcap = getattr(cfg, "attn_logit_softcapping", None) or 0.0  # Gemma 2's: its scores', its logits'
         self.final_softcap = getattr(cfg, "final_logit_softcapping", None)
+        self.embedding_multiplier = getattr(cfg, "embedding_multiplier", None)  # Granite's, and its logits' divisor
+        self.logits_scaling = getattr(cfg, "logits_scaling", None)
         self.head_dim = attn.head_dim
         self.tables = {L.rope for L in layers}  # which rotary tables a step makes
 
     @torch.inference_mode()
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, groups: list[Group]) -> torch.Tensor:
         """Next-token logits (B, V) for one token per row, ids and positions (B, 1), rows grouped by cohort."""
-        h = self.embed(ids[:, 0]).float().contiguous()  # (B, E)
+        h = self._embed(ids[:, 0])  # (B, E)
         tables = self._tables(h, positions, lambda x: x[:, 0])  # (B, D) each
         own = [v for g in groups for v in (g.start, g.cohort.length)]
         segments = [v for g in groups for s in g.segments for v in (g.start + s.start, g.start + s.stop)]
@@ -107,7 +111,7 @@ class FusedDecoder:
                 ) -> torch.Tensor:
         """Prefill short prompts' chunks packed into one sequence, ids and positions (T,), each chunk's keys and
         values stored in its request's SharedKV; the logits (len(keep), V) of the rows `keep`."""
-        h = self.embed(ids).float().contiguous()  # (T, E)
+        h = self._embed(ids)  # (T, E)
         tables = self._tables(h, positions[None], lambda x: x[0])  # (T, D) each
         spans = [v for c in chunks for v in (c.start, c.stop, c.first)]
         return self._forward(h, self.prefill_layers, lambda i, qkv: self.ops.prefill_attention(
@@ -124,7 +128,7 @@ class FusedDecoder:
             if L.qk_norms is not None:
                 self._norm_qk(qkv, *L.qk_norms)
             if L.post_norms is None:
-                ops.linear_add(attention(i, qkv), L.o, h)
+                ops.linear_add(attention(i, qkv), L.o, h, L.residual)
             else:
                 ops.linear_norm_add(attention(i, qkv), L.o, L.post_norms[0], L.eps, h)
             if L.moe is not None:
@@ -132,14 +136,19 @@ class FusedDecoder:
                 continue
             act = (ops.norm_geglu if L.gelu else ops.norm_swiglu)(h, L.norm2, L.eps, L.gate_up)  # (M, I)
             if L.post_norms is None:
-                ops.linear_add(act, L.down, h)
+                ops.linear_add(act, L.down, h, L.residual)
             else:
                 ops.linear_norm_add(act, L.down, L.post_norms[1], L.eps, h)
         h = h if keep is None else h[keep].contiguous()
         logits = ops.norm_linear(h, self.norm, self.norm_eps, self.head)  # (M, V)
         if self.final_softcap:
             ops.soft_cap_(logits, self.final_softcap)
-        return logits
+        return logits if self.logits_scaling is None else logits.div_(self.logits_scaling)
+
+    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """The rows (M, E) of ids (M,): the model's embedding, times Granite's multiplier as its forward has it."""
+        h = self.embed(ids)
+        return (h if self.embedding_multiplier is None else h * self.embedding_multiplier).float().contiguous()
 
     def _tables(self, h: torch.Tensor, positions: torch.Tensor, rows) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """The rotary tables (cos, sin) the layers use, `rows` of each: the model's, each layer type's (Gemma 3's),
@@ -221,7 +230,8 @@ def _layer(layer: nn.Module, ops, layer_type: str | None, prefill: bool = False)
     # (as the module passes it to the attention: its own, Gemma 3's and Qwen's per layer, or its config's, Mistral's)
     return Layer(eps, norms[0][0], _joined(ops, qkv, prefill), _joined(ops, [attn.o_proj], prefill), norms[1][0],
                  *mlp_parts, qk_norms, moe, rope, window or 0,
-                 (norms[2][0], norms[3][0]) if post else None, act in GELU_TANH)
+                 (norms[2][0], norms[3][0]) if post else None, act in GELU_TANH,
+                 getattr(layer, "residual_multiplier", 1.0))
 
 
 def _norm(module: nn.Module) -> tuple[torch.Tensor, float]:

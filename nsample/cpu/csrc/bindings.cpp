@@ -7,7 +7,7 @@
 std::vector<at::Tensor> split_rows(const at::Tensor& x);
 at::Tensor join_levels(const at::Tensor& y, const at::Tensor& t1, const c10::optional<at::Tensor>& bias);
 at::Tensor norm_linear(const at::Tensor& h, const at::Tensor& w, double eps, const Linear& linear);
-void linear_add(const at::Tensor& x, const Linear& linear, at::Tensor& h);
+void linear_add(const at::Tensor& x, const Linear& linear, at::Tensor& h, double scale);
 at::Tensor norm_swiglu(const at::Tensor& h, const c10::optional<at::Tensor>& w, double eps, const Linear& linear);
 at::Tensor norm_geglu(const at::Tensor& h, const at::Tensor& w, double eps, const Linear& linear);
 void linear_norm_add(const at::Tensor& x, const Linear& linear, const at::Tensor& w, double eps, at::Tensor& h);

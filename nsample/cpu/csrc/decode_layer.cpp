@@ -43,8 +43,13 @@ at::Tensor norm_linear(const at::Tensor& h, const at::Tensor& w, double eps, con
   return linear(rms_norm(h, w, eps));
 }
 
-// h += x · Wᵀ + bias (the residual add of a layer's o_proj or down_proj).
-void linear_add(const at::Tensor& x, const Linear& linear, at::Tensor& h) { h.add_(linear(x)); }
+// h += (x · Wᵀ + bias) · scale (the residual add of a layer's o_proj or down_proj; scale: Granite's
+// residual_multiplier, a product then a sum, each rounded as transformers' two ops round them).
+void linear_add(const at::Tensor& x, const Linear& linear, at::Tensor& h, double scale) {
+  auto y = linear(x);
+  if (scale != 1.0) y.mul_(scale);
+  h.add_(y);
+}
 
 // h += RMSNorm(x · Wᵀ + bias; w, eps) (the residual add of a layer that norms its branch's output: Gemma 3's
 // post_attention_layernorm and post_feedforward_layernorm, OLMo 2's, with their weights as the norm multiplies).
