@@ -101,6 +101,21 @@ def llama_isas(row: dict) -> str:
     return " | ".join(f"{m} {f}" for m, f in flags.items()) or "llama.cpp -"
 
 
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo's on Linux, else the platform's), with its vendor, family and model where
+    Linux gives them: figures from an Intel Xeon and an AMD EPYC differ (docs/benchmarks.md, stop 49)."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = dict(line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines() if ":" in line)
+    except OSError:
+        return platform.processor() or platform.machine()
+    info = {k.strip(): v.strip() for k, v in info.items()}
+    ids = ", ".join(f"{k} {info[k]}" for k in ("vendor_id", "cpu family", "model") if k in info)
+    return (info.get("model name") or platform.processor() or platform.machine()) + (f" ({ids})" if ids else "")
+
+
 def header(args, target, loads: list[dict], row: dict) -> str:
     """The lines printed once above a model's table (target: benchmark.Target)."""
     import torch
@@ -117,6 +132,7 @@ def header(args, target, loads: list[dict], row: dict) -> str:
 
         lines.append(f"file {target.gguf}\n  {summary(target.gguf, per_kind=False)}")
     forced = f" (forced: --isa {args.isa})" if args.isa else ""
+    lines.append(f"cpu: {cpu_name()}")
     lines.append(f"instruction sets: nsample kernels {cached.get('kernels_isa') or '-'}{forced} | "
                  f"{llama_isas(row)}")
     lines += engine_lines(loads, ns, first_of(row, ("llama", "llama-seq")))
