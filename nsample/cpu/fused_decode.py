@@ -73,7 +73,7 @@ class Layer:
     moe: "Moe | None" = None
     rope: str = "model"  # the rotary table: the model's; "none" (SmolLM3's layers without); a layer type (Gemma 3's)
     window: int = 0  # a sliding window's positions (0: none)
-    post_norms: tuple[torch.Tensor, torch.Tensor] | None = None  # Gemma 3's and OLMo 2's after the attention, the MLP
+    post_norms: tuple[torch.Tensor, torch.Tensor] | None = None  # Gemma's and OLMo 2's after the attention, the MLP
     gelu: bool = False  # the MLP's activation GELU's tanh form, else SiLU
     residual: float = 1.0  # what each branch's output is multiplied by before its residual add (Granite's)
 
@@ -86,7 +86,7 @@ class FusedDecoder:
         self.embed, self.rotary = model.model.embed_tokens, model.model.rotary_emb
         self.norm, self.norm_eps = _norm(model.model.norm)
         self.heads, self.kv_heads, self.scale = cfg.num_attention_heads, cfg.num_key_value_heads, attn.scaling
-        self.softcap = getattr(cfg, "attn_logit_softcapping", None) or 0.0  # Gemma 2's: its scores', its logits'
+        self.softcap = getattr(cfg, "attn_logit_softcapping", None) or 0.0  # Gemma 2's caps: its scores' (0: none)
         self.final_softcap = getattr(cfg, "final_logit_softcapping", None)
         self.embedding_multiplier = getattr(cfg, "embedding_multiplier", None)  # Granite's, and its logits' divisor
         self.logits_scaling = getattr(cfg, "logits_scaling", None)

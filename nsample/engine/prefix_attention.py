@@ -10,14 +10,15 @@ Per cohort: each request's prompt for all its queries at once, then all the coho
 log-sum-exps; elsewhere plain GEMMs and one softmax per request).
 Prefills are packed the same way: the next prompt chunks of several requests run as one sequence, the
 projections over all of it, the attention per chunk against its own request's prompt (`nsample_prefill`).
-A layer with a sliding window W (Gemma 3's and OLMo 3's local layers, Mistral 7B v0.1's) attends, as transformers' and
-llama.cpp's, to the keys of the W positions up to its own: of a decode row at position P + t - 1 (its request's prompt
-P, its cohort's t generated tokens), the prompt's from P + t - W on and its own tokens from t - W on, each one slice for
-the request's rows (`windowed`); of a prefill chunk, a band of its mask. Gemma 2's scores are soft-capped
-(cap·tanh(s/cap) before the softmax, as its eager attention): its decode rows go by plain GEMMs (on a CPU a row at a
-time, so that its numbers do not depend on how many rows its request has), its prefill chunks by `capped`.
+A layer with a sliding window W (Gemma 2 and 3's and OLMo 3's local layers, Mistral 7B v0.1's) attends, as
+transformers' and llama.cpp's, to the keys of the W positions up to its own: of a decode row at position P + t - 1 (its
+request's prompt P, its cohort's t generated tokens), the prompt's from P + t - W on and its own tokens from t - W on,
+each one slice for the request's rows (`windowed`); of a prefill chunk, a band of its mask. Gemma 2's scores are
+soft-capped (cap·tanh(s/cap) before the softmax, as its eager attention): its decode rows go by plain GEMMs (on a CPU a
+row at a time, so that its numbers do not depend on how many rows its request has), its prefill chunks by `capped`.
 It is registered in transformers' AttentionInterface and only acts when the runner passes `nsample_batch` or
-`nsample_prefill`; every other call (anyone else using the model) is plain SDPA with SDPA's masks.
+`nsample_prefill`; every other call (anyone else using the model) is plain SDPA with SDPA's masks (soft-capped:
+`capped`, with the same masks).
 """
 from dataclasses import dataclass
 
