@@ -29,8 +29,8 @@ int64_t first(int64_t g, int64_t part) { return part * g / parts(g); }
 // out likewise; over the request's prompt (kp, vp: shared by the rows) and each row's own keys and values (ko[r],
 // vo[r], t positions each), each query in one softmax of its scores (soft-capped by `cap` where it is not 0). The
 // prompt's keys and values go by a block at a time for all the queries, read from memory once where each query read
-// them all for itself (a request's n choices share one prompt). s: scratch. Each query's numbers are those of it attended alone: its scores, softmax and each lane's sum
-// over the positions in order, then times 1 over the sum.
+// them all for itself (a request's n choices share one prompt). s: scratch. Each query's numbers are those of it
+// attended alone: its scores, softmax and each lane's sum over the positions in order, then times 1 over the sum.
 void attend(const float* q, float* out, int64_t R, int64_t H, int64_t g, Run kp, Run vp, const Run* ko, const Run* vo,
             int64_t D, float cap, std::vector<float>& s) {
   const int64_t n = R * g, t = ko[0].length, L = kp.length + t, ps = L + W;

@@ -78,8 +78,8 @@ inline void scores(const float* const* q, float* const* s, int n, Run k, int64_t
 #endif
 }
 
-// A query's L scores in s to cap · tanh(score / cap), in place (Gemma 2's soft-capped attention), each lane alone; past
-// L to the end of the last vector too (scratch). cap 0: as they are.
+// A query's L scores in s to cap · tanh(score / cap), in place (Gemma 2's soft-capped attention), each lane alone;
+// past L to the end of the last vector too (scratch). cap 0: as they are.
 inline void soft_cap(float* s, int64_t L, float cap) {
   if (cap <= 0.0f) return;
   const Vec c(cap);
