@@ -86,8 +86,10 @@ def metadata(path: Path, cache: Path) -> Path:
     return model_cache.make(target, path, INDEX, write)
 
 
-MISSING = {"head_dim": "attention.key_length", "moe_intermediate_size": "expert_feed_forward_length",
-           "shared_expert_intermediate_size": "expert_shared_feed_forward_length"}  # config attribute -> GGUF key
+MISSING = {"head_dim": ("attention.key_length", int), "moe_intermediate_size": ("expert_feed_forward_length", int),
+           "shared_expert_intermediate_size": ("expert_shared_feed_forward_length", int),
+           "attn_logit_softcapping": ("attn_logit_softcapping", float),
+           "final_logit_softcapping": ("final_logit_softcapping", float)}  # config attribute -> (GGUF key, its type)
 
 
 GEMMA_27B_LAYERS = {"gemma2": 46, "gemma3": 62}  # the 27B models' layers, whose queries scale by hidden / heads
@@ -105,12 +107,9 @@ def _read_missing(config, reader, arch: str) -> None:
     (Phi-3-mini-4k's 2047): llama.cpp turns it off for Phi files (its PR 13676), and so does transformers' GGUF
     config, which does not read it."""
     get = _getter(reader, arch)
-    for attr, key in MISSING.items():  # the file's own value, where transformers read one too
+    for attr, (key, kind) in MISSING.items():  # the file's own value, where transformers read one too
         if get(key) is not None and hasattr(config, attr):
-            setattr(config, attr, int(get(key)))
-    for attr in ("attn_logit_softcapping", "final_logit_softcapping"):  # llama.cpp's converter's key names
-        if get(attr) is not None and hasattr(config, attr):
-            setattr(config, attr, float(get(attr)))
+            setattr(config, attr, kind(get(key)))
     head_dim, _ = whole_head_rotary.rotary_size(config)
     if arch in GEMMA_27B_LAYERS:  # the file has no attention scale: llama.cpp's rule, from gemma_pytorch's configs
         big = config.num_hidden_layers == GEMMA_27B_LAYERS[arch]
