@@ -14,6 +14,7 @@ import torch
 
 F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 30
 IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M = 16, 17, 18, 19, 20, 21, 22, 23, 29
+MXFP4 = 39  # OCP's microscaling FP4 (gpt-oss's experts)
 TQ2_0 = 35  # a format the kernels do not read (rounded to Q8_0 at load)
 PLAIN = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16}
 

@@ -1,7 +1,8 @@
 """Layers on a GGUF file's own quantized tensors, read as the file holds them (memory-mapped, never dequantized whole).
 
 A projection keeps its weight as the file's blocks (N, row bytes) in one of llama.cpp's formats (Q4_0, Q4_1, Q5_0, Q5_1,
-Q8_0, the K-quants Q2_K to Q6_K, the IQ formats IQ1_S to IQ4_XS, or plain F32/F16/BF16 rows; csrc/gguf_formats.h).
+Q8_0, the K-quants Q2_K to Q6_K, the IQ formats IQ1_S to IQ4_XS, MXFP4, or plain F32/F16/BF16 rows:
+csrc/gguf_formats.h).
 Decode steps sum on the blocks, expanded in registers to exactly the float32 weights transformers would dequantize them
 to, each row on its own in a fixed order (csrc/gguf_linear.cpp), so a row's numbers never depend on its batch. Prefill
 expands a tile of weight rows at a time into an MKL GEMM (csrc/gguf_expand.cpp), so no float32 copy of a layer ever
@@ -32,9 +33,11 @@ from nsample.cpu import kernels
 
 TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K", 11: "Q3_K",
               12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S",
-              20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 29: "IQ1_M", 30: "BF16"}  # what the kernels read
-BLOCK_WEIGHTS = {t: 32 if name in ("F32", "F16", "BF16", "IQ4_NL") or name.startswith("Q") and not name.endswith("_K")
-                 else 256 for t, name in TYPE_NAMES.items()}  # F32, F16, BF16: read 32 at a time
+              20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 29: "IQ1_M", 30: "BF16",
+              39: "MXFP4"}  # what the kernels read
+BLOCK_WEIGHTS = {t: 32 if name in ("F32", "F16", "BF16", "IQ4_NL", "MXFP4")
+                 or name.startswith("Q") and not name.endswith("_K") else 256
+                 for t, name in TYPE_NAMES.items()}  # F32, F16, BF16: read 32 at a time
 _phase = threading.local()
 
 

@@ -2,7 +2,7 @@
 // to float32: a struct per format with its sizes, `chunk` (32 of a block's weights as float vectors, what the
 // linear kernels multiply with) and `expand` (a whole block into memory), and `with_format`, from a ggml type id
 // to a functor called with the format's struct. Here the plain and 32-weight formats; the K-quants in
-// gguf_kquants.h, IQ4_NL and IQ4_XS in gguf_iquants.h, the IQ formats below 4 bits in gguf_iq_grids.h, what they
+// gguf_kquants.h, IQ4_NL, IQ4_XS and MXFP4 in gguf_iquants.h, the IQ formats below 4 bits in gguf_iq_grids.h, what they
 // are all built of in gguf_block.h.
 #pragma once
 #include "gguf_block.h"
@@ -153,6 +153,7 @@ decltype(auto) with_format(int64_t type, Fn&& fn) {
     case Q6_K::TYPE: return fn(Q6_K{});
     case IQ4_NL::TYPE: return fn(IQ4_NL{});
     case IQ4_XS::TYPE: return fn(IQ4_XS{});
+    case MXFP4::TYPE: return fn(MXFP4{});
     case IQ1_S::TYPE: return fn(IQ1_S{});
     case IQ1_M::TYPE: return fn(IQ1_M{});
     case IQ2_XXS::TYPE: return fn(IQ2_XXS{});
@@ -162,7 +163,7 @@ decltype(auto) with_format(int64_t type, Fn&& fn) {
     case IQ3_S::TYPE: return fn(IQ3_S{});
     default: TORCH_CHECK(false, "GGUF tensor type ", type, " is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, ",
                          "Q5_1, Q8_0, Q2_K to Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, ",
-                         "IQ4_XS are)");
+                         "IQ4_XS, MXFP4 are)");
   }
 }
 

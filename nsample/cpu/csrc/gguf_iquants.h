@@ -1,7 +1,8 @@
-// The 4-bit "non-linear" formats (llama.cpp's ggml-common.h block_iq4_nl, block_iq4_xs): each 4-bit q indexes a
-// table of sixteen int8 levels (KVALUES), scaled by the block's d (IQ4_NL, 32 weights) or by d·(scale - 32) of each
-// 32 of a 256-weight block (IQ4_XS). Every product is exact in float32 (an fp16 d's 11 significand bits, a 6-bit
-// scale's and a level's 7 fit in 24), so the weights equal gguf-py's dequantizers bitwise in any order.
+// The 4-bit table formats (llama.cpp's ggml-common.h block_iq4_nl, block_iq4_xs, block_mxfp4): each 4-bit q indexes
+// a table of sixteen int8 levels (KVALUES), scaled by the block's d (IQ4_NL, 32 weights) or by d·(scale - 32) of each
+// 32 of a 256-weight block (IQ4_XS); MXFP4's table is E2M1's, its scale a power of two. Every product is exact in
+// float32 (an fp16 d's 11 significand bits, a 6-bit scale's and a level's 7 fit in 24), so the weights equal
+// gguf-py's dequantizers bitwise in any order.
 #pragma once
 #include "gguf_kquants.h"
 
@@ -10,47 +11,71 @@ namespace gguf {
 alignas(16) inline constexpr int8_t KVALUES[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                    1,    13,   25,  38,  53,  69,  89,  113};
 
-// 32 weights' levels as bytes: weight i < 16 from the low nibble of qs[i], the rest from the high nibble of
-// qs[i - 16] (as Q4_0 packs them). A byte shuffle of the table on x86; a loop elsewhere.
-inline void iq4_levels(const uint8_t* qs, int8_t* out) {
+// 32 weights' levels as bytes from a table of sixteen: weight i < 16 from the low nibble of qs[i], the rest from the
+// high nibble of qs[i - 16] (as Q4_0 packs them). A byte shuffle of the table on x86; a loop elsewhere.
+inline void nibble_levels(const uint8_t* qs, const int8_t* table16, int8_t* out) {
 #if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
-  const __m128i table = _mm_load_si128(reinterpret_cast<const __m128i*>(KVALUES)), nibble = _mm_set1_epi8(0x0F);
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table16)), nibble = _mm_set1_epi8(0x0F);
   const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_shuffle_epi8(table, _mm_and_si128(x, nibble)));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16),
                    _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(x, 4), nibble)));
 #else
   for (int i = 0; i < 16; ++i) {
-    out[i] = KVALUES[qs[i] & 15];
-    out[i + 16] = KVALUES[qs[i] >> 4];
+    out[i] = table16[qs[i] & 15];
+    out[i + 16] = table16[qs[i] >> 4];
   }
 #endif
 }
+inline void iq4_levels(const uint8_t* qs, int8_t* out) { nibble_levels(qs, KVALUES, out); }
 
-#if defined(CPU_CAPABILITY_AVX512)
-// The sixteen levels times a scale, as floats (exact products): a table each weight is one lane permute of, its q the
-// index (the permute reads only its low four bits), as Q4_K's Levels on AVX-512: where the levels went by as bytes,
+// The sixteen levels as floats. On AVX-512, times a scale (exact products), a table each weight is one lane permute
+// of, its q the index (the permute reads only its low four bits), as Q4_K's Levels: where the levels went by as bytes,
 // widened and converted, one row of IQ4_XS took about 2x Q4_K's time (with the tables 1.6x, IQ4_NL 1.2x).
 alignas(64) inline constexpr float KVALUES_FLOAT[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                        1,    13,   25,  38,  53,  69,  89,  113};
+#if defined(CPU_CAPABILITY_AVX512)
 inline Vec iq4_table(const Vec& scale) { return scale * Vec::loadu(KVALUES_FLOAT); }
 #endif
+
+// A 32-weight block of nibbles packed as IQ4_NL's at qs, each the index of one of sixteen levels (`levels` as bytes,
+// `floats` the same as floats), times one scale: the block's weights as vectors.
+inline void table_chunk(const uint8_t* qs, float scale, const int8_t* levels, const float* floats, Vec* w) {
+#if defined(CPU_CAPABILITY_AVX512)
+  const Vec table = Vec(scale) * Vec::loadu(floats);
+  const Ints u = u8(qs);
+  w[0] = _mm512_permutexvar_ps(u, table);
+  w[1] = _mm512_permutexvar_ps(high(u), table);
+#else
+  (void)floats;
+  alignas(32) int8_t q[32];
+  nibble_levels(qs, levels, q);
+  const Vec d(scale);
+  FOR_VECTORS(v) w[v] = d * to_float(i8(reinterpret_cast<const uint8_t*>(q) + S * v));
+#endif
+}
 
 // IQ4_NL {half d; uint8 qs[16]}: d·KVALUES[q].
 struct IQ4_NL : Format<IQ4_NL> {
   static constexpr int64_t TYPE = 20, WEIGHTS = 32, BYTES = 18;
+  static void chunk(const uint8_t* b, int, Vec* w) { table_chunk(b + 2, half(b), KVALUES, KVALUES_FLOAT, w); }
+};
+
+// MXFP4 {uint8 e; uint8 qs[16]} (OCP's microscaling FP4, gpt-oss's experts): each q an E2M1 value, doubled in the
+// table (MXFP4_LEVELS), times 2^(e - 128), ggml's e8m0_to_fp32_half (e < 2 a denormal). A power of two times a small
+// integer: exact, so gguf-py's dequantizer bitwise.
+alignas(16) inline constexpr int8_t MXFP4_LEVELS[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+alignas(64) inline constexpr float MXFP4_FLOATS[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+struct MXFP4 : Format<MXFP4> {
+  static constexpr int64_t TYPE = 39, WEIGHTS = 32, BYTES = 17;
   static void chunk(const uint8_t* b, int, Vec* w) {
-#if defined(CPU_CAPABILITY_AVX512)
-    const Vec table = iq4_table(Vec(half(b)));
-    const Ints u = u8(b + 2);
-    w[0] = _mm512_permutexvar_ps(u, table);
-    w[1] = _mm512_permutexvar_ps(high(u), table);
-#else
-    alignas(32) int8_t levels[32];
-    iq4_levels(b + 2, levels);
-    const Vec d(half(b));
-    FOR_VECTORS(v) w[v] = d * to_float(i8(reinterpret_cast<const uint8_t*>(levels) + S * v));
-#endif
+    table_chunk(b + 1, e8m0_half(b[0]), MXFP4_LEVELS, MXFP4_FLOATS, w);
   }
 };
 
