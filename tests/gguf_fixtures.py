@@ -23,6 +23,8 @@ TYPES = {
     "q4_1": {**dict.fromkeys(tiny_gguf.KINDS, gq.Q4_1), "token_embd": gq.Q8_0},  # as the embedded model
 }
 
+EXPERTS = {"gpt-oss": dict.fromkeys(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"), gq.MXFP4)}  # as its files
+
 
 @functools.cache
 def tiny_gguf_file(kind: str, layers: int = 2) -> Path:
@@ -34,7 +36,7 @@ def tiny_gguf_file(kind: str, layers: int = 2) -> Path:
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     path = root / f"tiny-{kind}-{layers}.gguf"
     if kind in tiny_gguf.ARCHS:
-        return tiny_gguf.write_arch(path, kind, TYPES["mix"], layers=layers)
+        return tiny_gguf.write_arch(path, kind, TYPES["mix"] | EXPERTS.get(kind, {}), layers=layers)
     return tiny_gguf.write(path, TYPES[kind], layers=layers)
 
 

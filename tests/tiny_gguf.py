@@ -153,6 +153,11 @@ ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyon
     "qwen2moe": ("qwen2_moe", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256,
                                    shared_expert_intermediate_size=512, norm_topk_prob=False,
                                    tie_word_embeddings=False)),
+    # gpt-oss: biased attention with a sink per head, every other layer in a window, biased experts with a clamped
+    # SwiGLU, softmax over the top k router logits; its rotary plain here (the released models' is YaRN)
+    "gpt-oss": ("gpt_oss", dict(num_local_experts=8, num_experts_per_tok=2, intermediate_size=256,
+                                sliding_window=16, tie_word_embeddings=False,
+                                rope_parameters={"rope_type": "default", "rope_theta": 150000.0})),
 }
 MIN_LAYERS = {"smollm3": 4, "olmo3": 4, "gemma3": 6}  # SmolLM3's fourth layer has no rotary embedding, OLMo 3's
 # fourth and Gemma 3's sixth attend to all positions
@@ -160,8 +165,8 @@ FILE_ARCH = {"olmo3": "olmo2"}  # where the file's architecture is not the ARCHS
 PERMUTED = {"smollm3", "granite"}  # architectures whose converter permutes q and k rows as Llama's
 GRANITE_KEYS = {"embedding_multiplier": "embedding_scale", "residual_multiplier": "residual_scale",
                 "logits_scaling": "logit_scale", "attention_multiplier": "attention.scale"}  # as its converter
-EXPERT_KEYS = {"num_experts": "expert_count", "num_experts_per_tok": "expert_used_count",
-               "moe_intermediate_size": "expert_feed_forward_length",
+EXPERT_KEYS = {"num_experts": "expert_count", "num_local_experts": "expert_count",
+               "num_experts_per_tok": "expert_used_count", "moe_intermediate_size": "expert_feed_forward_length",
                "shared_expert_intermediate_size": "expert_shared_feed_forward_length"}  # gguf-py's names
 
 
@@ -211,8 +216,14 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
             writer.add_uint32(f"{arch}.{EXPERT_KEYS[key]}", value)
         elif key in GRANITE_KEYS:
             writer.add_float32(f"{arch}.{GRANITE_KEYS[key]}", value)
+    if model_type == "gpt_oss":  # its experts' size (llama.cpp reads this key, transformers feed_forward_length)
+        writer.add_expert_feed_forward_length(shape["intermediate_size"])
     names = gguf.get_tensor_name_map(next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch), layers)
     for hf_name, w in model.state_dict().items():
+        if model_type == "gpt_oss" and (parts := _gpt_oss_tensors(names, hf_name, w, rng)) is not None:
+            for name, part in parts:
+                _add(writer, name, part, types.get(name.split(".")[-2], F32) if name.endswith(".weight") else F32)
+            continue
         if hf_name == "lm_head.weight":
             if not model.config.tie_word_embeddings:  # output.weight, in the embedding's format unless `types` says
                 _add(writer, "output.weight", w, types.get("output", types.get("token_embd", F32)))
@@ -235,3 +246,27 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
         kind = name.split(".")[-2] if name.startswith("blk.") else name.split(".")[0]
         _add(writer, name, w, types.get(kind.removesuffix("_shexp"), F32))  # a shared expert as the MLP
     return _finish(writer, path)
+
+
+def _gpt_oss_tensors(names, hf_name: str, w: torch.Tensor, rng: torch.Generator) -> list | None:
+    """gpt-oss's tensors as llama.cpp's converter writes them, where they differ from the plain map: the experts'
+    gate_up_proj (experts, hidden, 2 · size), gate and up interleaved in its last dimension, written apart and
+    transposed to (experts, rows, columns), and its bias split alike; down_proj transposed; the sinks a `.weight`.
+    The biases and sinks, which transformers initializes to zero, are random here (a tenth, and around -1 to 1); None
+    for the rest."""
+    base, _, suffix = hf_name.rpartition(".")
+    if suffix == "sinks":
+        return [(f"{names.get_name(hf_name)}.weight", torch.rand(w.shape, generator=rng) * 2 - 1)]
+    if suffix.endswith("bias") and "norm" not in base:
+        w = torch.randn(w.shape, generator=rng) * 0.1
+    if not base.endswith(".experts"):
+        return [(f"{names.get_name(base)}.{suffix}", w)] if suffix == "bias" else None
+    name = {kind: names.get_name(f"{base}.{kind}") for kind in ("gate_proj", "up_proj", "down_proj")}
+    if suffix == "gate_up_proj":
+        return [(f"{name['gate_proj']}.weight", w[..., ::2].transpose(1, 2)),
+                (f"{name['up_proj']}.weight", w[..., 1::2].transpose(1, 2))]
+    if suffix == "gate_up_proj_bias":
+        return [(f"{name['gate_proj']}.bias", w[..., ::2]), (f"{name['up_proj']}.bias", w[..., 1::2])]
+    if suffix == "down_proj":
+        return [(f"{name['down_proj']}.weight", w.transpose(1, 2))]
+    return [(f"{name['down_proj']}.bias", w)]

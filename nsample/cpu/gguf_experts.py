@@ -1,35 +1,44 @@
-"""A mixture of experts on a GGUF file's own blocks: Qwen 2 and Qwen 3 MoE (Qwen1.5-MoE, Qwen3-30B-A3B, ...).
+"""A mixture of experts on a GGUF file's own blocks: Qwen 2 and Qwen 3 MoE (Qwen1.5-MoE, Qwen3-30B-A3B, ...) and
+gpt-oss.
 
 A file holds each layer's experts as three 3-D tensors, (experts, rows, row bytes): ffn_gate_exps, ffn_up_exps and
-ffn_down_exps. transformers' own GGUF loading dequantizes them into its fused float32 parameters (gate_up_proj, with
-gate and up interleaved, and down_proj: 4 bytes a weight, 120 GB for Qwen3-30B-A3B). Here each expert's projection
-is a GGUFLinear on its slice of the mapped file's rows, so an expert costs nothing until a token is routed to it and
-then what its blocks cost, as in llama.cpp. The router (ffn_gate_inp, float32 in llama.cpp's files) is a GGUFLinear
-too, so each row's routing, like its experts' sums, never depends on the rows beside it (the seed contract).
+ffn_down_exps (gpt-oss's with a bias each, (experts, rows)). transformers' own GGUF loading dequantizes them into its
+fused float32 parameters (gate_up_proj, with gate and up interleaved, and down_proj: 4 bytes a weight, 120 GB for
+Qwen3-30B-A3B). Here each expert's projection is a GGUFLinear on its slice of the mapped file's rows (with its row of
+the bias), so an expert costs nothing until a token is routed to it and then what its blocks cost, as in llama.cpp.
+The router (ffn_gate_inp, float32 in llama.cpp's files) is a GGUFLinear too, so each row's routing, like its experts'
+sums, never depends on the rows beside it (the seed contract).
 
-The arithmetic is transformers' (Qwen3MoeTopKRouter, Qwen3MoeExperts; Qwen 2's are the same code): softmax over the
-experts in float32, the top k, normalized where the config says (norm_topk_prob); each routed expert's
-down(act(gate(x)) * up(x)) times its weight, summed into the token's row in ascending expert order.
+The arithmetic is transformers':
+- Qwen (Qwen3MoeTopKRouter, Qwen3MoeExperts; Qwen 2's are the same code): softmax over the experts in float32, the top
+  k, normalized where the config says (norm_topk_prob); each routed expert's down(act(gate(x)) * up(x));
+- gpt-oss (GptOssTopKRouter, GptOssExperts): the top k of the (biased) router logits, then a softmax over those k; each
+  routed expert's down((clamp(up) + 1) · g·σ(α·g)) with g = min(gate(x), limit), α 1.702 and limit 7 (its config's,
+  the constants of llama.cpp's swiglu_oai);
+each times its weight, summed into the token's row in ascending expert order.
 """
 import torch
 from torch import nn
 
 from nsample.cpu.gguf_linear import GGUFLinear, in_decode
 
-ROUTERS = {"Qwen2MoeTopKRouter", "Qwen3MoeTopKRouter"}  # transformers' classes whose arithmetic these repeat
-EXPERTS = {"Qwen2MoeExperts", "Qwen3MoeExperts"}
+ROUTERS = {"Qwen2MoeTopKRouter", "Qwen3MoeTopKRouter", "GptOssTopKRouter"}  # transformers' classes whose arithmetic
+EXPERTS = {"Qwen2MoeExperts", "Qwen3MoeExperts", "GptOssExperts"}  # these repeat
 KINDS = ("gate", "up", "down")  # ffn_{kind}_exps
 
 
 class GGUFRouter(nn.Module):
-    """transformers' top-k router with its logits on the file's blocks: (logits, top-k weights, top-k experts)."""
+    """transformers' top-k router with its logits on the file's blocks: (logits, top-k weights, top-k experts).
+    `top_k_first`: gpt-oss's, a softmax over the top k logits (norm_topk_prob does not apply)."""
 
-    def __init__(self, linear: GGUFLinear, top_k: int, norm_topk_prob: bool):
+    def __init__(self, linear: GGUFLinear, top_k: int, norm_topk_prob: bool, top_k_first: bool = False):
         super().__init__()
-        self.linear, self.top_k, self.norm_topk_prob = linear, top_k, norm_topk_prob
+        self.linear, self.top_k, self.norm_topk_prob, self.top_k_first = linear, top_k, norm_topk_prob, top_k_first
 
     def forward(self, hidden_states: torch.Tensor):
         logits = self.linear(hidden_states.reshape(-1, self.linear.in_features))  # (T, E)
+        if self.top_k_first:
+            return logits, *route_top_k_first(logits, self.top_k)
         return logits, *route(logits, self.top_k, self.norm_topk_prob)
 
 
@@ -42,26 +51,48 @@ def route(logits: torch.Tensor, top_k: int, norm_topk_prob: bool) -> tuple[torch
     return top.to(logits.dtype), experts
 
 
+def route_top_k_first(logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """gpt-oss's: router logits (T, E) -> the softmax of the top k logits (T, k) and their experts (T, k)."""
+    top, experts = torch.topk(logits, top_k, dim=-1)  # (T, k), (T, k)
+    return torch.softmax(top, dim=-1, dtype=top.dtype), experts
+
+
+def clamped_swiglu(gate: torch.Tensor, up: torch.Tensor, alpha: float, limit: float) -> torch.Tensor:
+    """gpt-oss's GLU (GptOssExperts._apply_gate, in its order): (clamp(up, ±limit) + 1) · g·σ(α·g), g = min(gate,
+    limit). gate, up: (t, I)."""
+    gate, up = gate.clamp(max=limit), up.clamp(min=-limit, max=limit)
+    return (up + 1) * (gate * torch.sigmoid(gate * alpha))
+
+
 class GGUFExperts(nn.Module):
     """A layer's experts, each projection a GGUFLinear on its rows of the file's 3-D tensor, called as
     transformers' experts module is: (hidden (T, H), top-k experts (T, k), top-k weights (T, k)) -> (T, H)."""
 
-    def __init__(self, tensors: dict[str, tuple[torch.Tensor, int, int]], num_experts: int, act_fn: nn.Module):
-        """tensors: kind (KINDS) -> (the tensor's rows (experts * rows, row bytes), ggml type, columns)."""
+    def __init__(self, tensors: dict[str, tuple[torch.Tensor, int, int]], num_experts: int, act_fn: nn.Module,
+                 biases: dict[str, torch.Tensor] | None = None, swiglu: tuple[float, float] | None = None):
+        """tensors: kind (KINDS) -> (the tensor's rows (experts * rows, row bytes), ggml type, columns); biases: kind
+        -> float32 (experts, rows), where the file has them; swiglu: gpt-oss's (alpha, limit) (clamped_swiglu), else
+        act_fn(gate) · up."""
         super().__init__()
-        self.num_experts, self.act_fn, self.tensors = num_experts, act_fn, tensors
+        self.num_experts, self.act_fn, self.tensors, self.swiglu = num_experts, act_fn, tensors, swiglu
         for kind in KINDS:
             raw, type_id, K = tensors[kind]
-            rows = len(raw) // num_experts
-            setattr(self, kind, nn.ModuleList(GGUFLinear(raw[e * rows:(e + 1) * rows], type_id, K)
+            rows, bias = len(raw) // num_experts, (biases or {}).get(kind)
+            setattr(self, kind, nn.ModuleList(GGUFLinear(raw[e * rows:(e + 1) * rows], type_id, K,
+                                                         None if bias is None else bias[e])
                                               for e in range(num_experts)))
+        self.plain = not biases and swiglu is None  # what csrc/moe.cpp computes
         self._kernels = {}
+
+    def glu(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        return self.act_fn(gate) * up if self.swiglu is None else clamped_swiglu(gate, up, *self.swiglu)
 
     def kernel(self, q8: bool | None = None):
         """The C++ layer (csrc/moe.cpp) on the same blocks, with the projections' int8 activations as they are set
-        (use_int8_activations), or on float32 activations (q8=False: a fused prefill's); None without kernels."""
+        (use_int8_activations), or on float32 activations (q8=False: a fused prefill's); None without kernels, or
+        for experts it does not compute (gpt-oss's biases and GLU: they decode on the modules)."""
         ops = self.gate[0].ops
-        if ops is None or not hasattr(ops, "gguf_experts"):
+        if ops is None or not hasattr(ops, "gguf_experts") or not self.plain:
             return None
         key = ((self.gate[0].int8_activations or self.up[0].int8_activations, self.down[0].int8_activations)
                if q8 is None else (q8, q8))
@@ -77,7 +108,7 @@ class GGUFExperts(nn.Module):
         for e in torch.unique(top_k_index).tolist():  # ascending: each row sums its experts in one order
             token, slot = torch.where(top_k_index == e)  # the rows routed to e, and where e is in their top k
             x = hidden_states[token]  # (t, H)
-            y = self.down[e](self.act_fn(self.gate[e](x)) * self.up[e](x))  # (t, H)
+            y = self.down[e](self.glu(self.gate[e](x), self.up[e](x)))  # (t, H)
             out.index_add_(0, token, y * top_k_weights[token, slot, None])
         return out
 

@@ -41,11 +41,13 @@ def register() -> None:
 
 
 def specialize(config, arch: str, get):
-    """The config of the model a file of `arch` holds, where it is not the one transformers' GGUF config names:
-    an OLMo 2 file with a sliding window is OLMo 3 (its sliding layers from the file's pattern, a bool per layer or a
-    period, else three of every four; their rotary base its `rope.freq_base_swa`, else the full layers'); `get(key)`
-    reads `{arch}.key`. Else `config` itself."""
+    """The config of the model a file of `arch` holds, where it is not the one transformers' GGUF config names or
+    not as it reads it (gpt-oss: `_gpt_oss`): an OLMo 2 file with a sliding window is OLMo 3 (its sliding layers from
+    the file's pattern, a bool per layer or a period, else three of every four; their rotary base its
+    `rope.freq_base_swa`, else the full layers'); `get(key)` reads `{arch}.key`. Else `config` itself."""
     window = get("attention.sliding_window")
+    if arch == "gpt-oss":
+        return _gpt_oss(config, window)
     if arch != "olmo2" or not window:
         return config
     from transformers import Olmo3Config
@@ -65,3 +67,24 @@ def specialize(config, arch: str, get):
                           "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": theta},
                                               "sliding_attention": {"rope_type": "default",
                                                                     "rope_theta": get("rope.freq_base_swa") or theta}}})
+
+
+def _gpt_oss(config, window):
+    """A gpt-oss file's config as the file says: transformers' GGUF config keeps GptOssConfig's defaults where the file
+    has no key, its YaRN rotary (which it reads from the file where the file has one: rope_scaling.py does that here,
+    as llama.cpp reads it) and its window of 128 (it reads `sliding_window`, where the file's key is
+    `attention.sliding_window`)."""
+    config.rope_parameters = {"rope_type": "default", "rope_theta": config.rope_parameters["rope_theta"]}
+    if window:
+        config.sliding_window = int(window)
+    return config
+
+
+def hide_misread_keys(reader, arch: str) -> None:
+    """Take out of `reader`'s fields (the shared reader transformers' GGUF config reads next: gguf_reading.py) the
+    keys it misreads: gpt-oss's `rope.scaling.*`, each of whose values it takes from the field's first part, the
+    key's length (a TypeError on every released gpt-oss file, all of which have YaRN keys). rope_scaling.py reads
+    them, as for every architecture."""
+    if arch == "gpt-oss":
+        for key in [k for k in reader.fields if k.startswith(f"{arch}.rope.scaling.")]:
+            del reader.fields[key]

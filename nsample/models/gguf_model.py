@@ -10,7 +10,7 @@ and takes tens of seconds; llama.cpp maps the file and computes on its blocks. S
 - norms and biases, a few kilobytes a layer, are dequantized to float32 (gguf-py's `dequantize`, as transformers);
 - Llama-architecture files store q/k rows permuted for llama.cpp's rotary layout; transformers permutes them
   back, and so do we, a row of blocks at a time (those two tensors are copied, the rest stay mapped);
-- a projection in a format the kernels do not read (the ternary TQ1_0 and TQ2_0, MXFP4) is dequantized and rounded
+- a projection in a format the kernels do not read (the ternary TQ1_0 and TQ2_0) is dequantized and rounded
   to Q8_0 at load (gguf-py's quantizer, bitwise llama.cpp's), and reported so (`weights_report`).
 - a file's rotary frequency factors (Llama 3's scaling, `rope_freqs.weight`) divide its rotary frequencies, as in
   llama.cpp (rope_factors.py), and its linear or YaRN rope scaling keys set the config's (rope_scaling.py):
@@ -45,7 +45,8 @@ VERSION = "gguf5"  # of the metadata entries: gguf2 added the rope scaling (rope
 OLDER = ("gguf", "gguf2", "gguf3", "gguf4")  # earlier versions' entries, removed when a file's entry is made again
 NAMES = "gguf_names.json"
 Q8_0 = 8
-EXPERT_TENSOR = re.compile(r"\.ffn_(gate|up|down)_exps\.weight$")  # a layer's experts, (experts, rows, row bytes)
+EXPERT_TENSOR = re.compile(r"\.ffn_(gate|up|down)_exps\.(weight|bias)$")  # a layer's experts, (experts, rows, row
+# bytes), and gpt-oss's biases of them, (experts, rows)
 
 
 def metadata(path: Path, cache: Path) -> Path:
@@ -72,6 +73,7 @@ def metadata(path: Path, cache: Path) -> Path:
             t.name: {"type": int(t.tensor_type), "shape": [int(s) for s in t.data.shape],
                      "offset": int(t.data_offset), "nbytes": int(t.n_bytes)} for t in reader.tensors},
                  "rope_scaling": rope_scaling.read(rope, arch, int(context.contents()) if context else 0, longrope)}
+        gguf_architectures.hide_misread_keys(reader, arch)  # gpt-oss's rope scaling: read above, as every file's
         config = gguf_architectures.specialize(AutoConfig.from_pretrained(path.parent, gguf_file=path.name), arch,
                                                _getter(reader, arch))  # OLMo 3's, in an OLMo 2 file
         _read_missing(config, reader, arch)
@@ -159,15 +161,16 @@ def load(path: Path, cache: Path):
     with warnings.catch_warnings():  # a read-only mapping: torch warns that it is not writable, and it is never written
         warnings.simplefilter("ignore", UserWarning)
         data = torch.from_numpy(np.memmap(path, dtype=np.uint8, mode="r"))
-    tensors = {names[n]: (n, info) for n, info in index["tensors"].items() if n in names}
+    tensors = {hf: (n, info) for n, info in index["tensors"].items()
+               if not EXPERT_TENSOR.search(n) and (hf := names.get(n) or names.get(n.removesuffix(".weight")))}
+    # (gpt-oss's attn_sinks.weight: transformers' map names it without .weight)
     if "lm_head.weight" not in tensors and config.tie_word_embeddings:
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
     turned = _partial_rotary(config, tensors)  # Phi-4-mini's: turned to whole heads (whole_head_rotary.py)
     raws, experts = {}, {}
     for gguf_name, info in index["tensors"].items():
-        found, hf_name = EXPERT_TENSOR.search(gguf_name), names.get(gguf_name.removesuffix(".weight"))
-        if found and hf_name:  # transformers' map names the tensor without .weight, gate and up both gate_up_proj
-            experts.setdefault(hf_name.rsplit(".", 1)[0], {})[found[1]] = _rows(data, info), info["type"]
+        if found := EXPERT_TENSOR.search(gguf_name):  # by layer ("blk.N"): (kind, weight or bias) -> rows, type
+            experts.setdefault(gguf_name[:found.start()], {})[found[1], found[2]] = _rows(data, info), info["type"]
     for hf_name, (gguf_name, info) in tensors.items():
         raw = _rows(data, info)
         if ".attn_q." in gguf_name or ".attn_k." in gguf_name:
@@ -175,10 +178,9 @@ def load(path: Path, cache: Path):
         if turned and hf_name.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight")):
             raw = raw[whole_head_rotary.qk_rows(config.num_attention_heads, config.num_key_value_heads, *turned,
                                                 len(raw))]
-        if not EXPERT_TENSOR.search(gguf_name):
-            raws[hf_name] = raw, info["type"]
-    for module_name, parts in experts.items():
-        _install_experts(model, module_name, parts)
+        raws[hf_name] = raw, info["type"]
+    for layer, parts in experts.items():
+        _install_experts(model, _experts_module(names, layer), parts)
     for hf_name, (raw, type_id) in raws.items():
         _install(model, hf_name, raw, type_id, raws,
                  lambda w, name=tensors[hf_name][0]: torch.from_numpy(processor.process(w.numpy(), name).weights))
@@ -232,13 +234,16 @@ def _install(model: nn.Module, hf_name: str, raw: torch.Tensor, type_id: int, ra
         bias = raws.get(f"{parent_name}.bias")
         setattr(parent, child, _linear(raw, type_id, module.in_features,
                                        None if bias is None else _dense_raw(*bias).view(-1)))
-    elif attr == "weight" and gguf_experts.is_router(module):
-        setattr(parent, child, GGUFRouter(_linear(raw, type_id, module.hidden_dim), module.top_k,
-                                          module.norm_topk_prob))
+    elif attr == "weight" and gguf_experts.is_router(module):  # gpt-oss's with a bias, its softmax after the top k
+        bias = raws.get(f"{parent_name}.bias")
+        setattr(parent, child, GGUFRouter(_linear(raw, type_id, module.hidden_dim,
+                                                  None if bias is None else _dense_raw(*bias).view(-1)),
+                                          module.top_k, getattr(module, "norm_topk_prob", False),
+                                          top_k_first=not hasattr(module, "norm_topk_prob")))
     elif (attr == "weight" and isinstance(module, nn.Embedding) and readable(type_id, module.embedding_dim)
           and (scale := _embedding_scale(module)) is not False):
         setattr(parent, child, GGUFEmbedding(raw, type_id, module.embedding_dim, scale))
-    elif attr == "bias" and type(module) is nn.Linear:
+    elif attr == "bias" and (type(module) is nn.Linear or isinstance(module, GGUFRouter)):
         return  # taken with its weight
     else:  # norms and the like: small, float32 (and an embedding in a format the kernels do not read)
         old = getattr(module, attr)
@@ -255,17 +260,31 @@ def _readable(raw: torch.Tensor, type_id: int, K: int) -> tuple[torch.Tensor, in
     return (raw, type_id) if readable(type_id, K) else (_to_q8_0(raw, type_id, K), Q8_0)
 
 
-def _install_experts(model: nn.Module, name: str, parts: dict[str, tuple[torch.Tensor, int]]) -> None:
-    """A layer's experts (transformers' module `name`) on the file's ffn_{gate,up,down}_exps rows."""
+def _experts_module(names: dict[str, str], layer: str) -> str:
+    """The transformers module of a layer's experts ("blk.N"): transformers' map names their tensors without .weight,
+    gate and up both gate_up_proj (Qwen) or not at all (gpt-oss: only down_proj)."""
+    found = [names[f"{layer}.ffn_{kind}_exps"] for kind in gguf_experts.KINDS if f"{layer}.ffn_{kind}_exps" in names]
+    if not found:
+        raise ValueError(f"{layer}: the file's experts have no module in transformers' model")
+    return found[0].rsplit(".", 1)[0]
+
+
+def _install_experts(model: nn.Module, name: str, parts: dict[tuple[str, str], tuple[torch.Tensor, int]]) -> None:
+    """A layer's experts (transformers' module `name`) on the file's ffn_{gate,up,down}_exps rows; `parts`: (kind,
+    "weight" or "bias") -> (rows, ggml type)."""
     module = model.get_submodule(name)
-    if not gguf_experts.is_experts(module) or set(parts) != set(gguf_experts.KINDS):
+    weights = {kind: part for (kind, what), part in parts.items() if what == "weight"}
+    if not gguf_experts.is_experts(module) or set(weights) != set(gguf_experts.KINDS):
         raise ValueError(f"{name}: experts of {type(module).__name__} with tensors {sorted(parts)} are not handled")
-    columns = {"gate": module.gate_up_proj.shape[-1], "up": module.gate_up_proj.shape[-1],
-               "down": module.down_proj.shape[-1]}
+    hidden = model.config.hidden_size  # gate and up read it; down an expert's size, whichever way round the module
+    columns = {"gate": hidden, "up": hidden, "down": module.down_proj.numel() // module.num_experts // hidden}
     tensors = {kind: (*_readable(raw, type_id, columns[kind]), columns[kind])  # all experts at once
-               for kind, (raw, type_id) in parts.items()}
+               for kind, (raw, type_id) in weights.items()}
+    biases = {kind: _dense_raw(raw, type_id).view(module.num_experts, -1)
+              for (kind, what), (raw, type_id) in parts.items() if what == "bias"}
+    swiglu = (module.alpha, module.limit) if hasattr(module, "limit") else None  # gpt-oss's
     parent, child = _parent_of(model, name)
-    setattr(parent, child, GGUFExperts(tensors, module.num_experts, module.act_fn))
+    setattr(parent, child, GGUFExperts(tensors, module.num_experts, getattr(module, "act_fn", None), biases, swiglu))
 
 
 def _rows(data: torch.Tensor, info: dict) -> torch.Tensor:

@@ -52,8 +52,15 @@ def converted_gguf(gguf: Path) -> Path:
     with shared_reading():  # one reader of the file for the metadata, transformers' tokenizer and weights
         config = AutoConfig.from_pretrained(gguf_model.metadata(gguf, cache_dir()))  # with what transformers misses
         file_model = gguf_architectures.FILE_MODEL.get(config.model_type)  # OLMo 3's weights: an OLMo 2's
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
-                                                     **({} if file_model else {"config": config}))
+        model, info = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+                                                           output_loading_info=True,
+                                                           **({} if file_model else {"config": config}))
+        if info["missing_keys"]:  # left at random (transformers warns, and carries on)
+            missing = sorted(info["missing_keys"])
+            raise ModelMissing(f"transformers' float32 conversion of {gguf.name} reads no tensor for "
+                               f"{len(missing)} of its model's weights ({', '.join(missing[:3])}, ...): it does not "
+                               f"read this architecture's files as llama.cpp writes them. Load the file as its own "
+                               f"blocks (quantize='auto' or 'gguf', on a CPU with nsample's kernels).")
         if file_model:  # transformers reads the file's tensors by its architecture's model: moved to the config's
             weights, model = model.state_dict(), AutoModelForCausalLM.from_config(config, dtype=torch.float32)
             model.load_state_dict(weights, strict=True)
