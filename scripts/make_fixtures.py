@@ -30,6 +30,10 @@
   --olmo2               an OLMo 2 of OLMo-2-0425-1B's shape (OLMO2: norms after the attention and the MLP, not before,
                         RMSNorms on all of q and of k, 16 KV heads, an untied head; SmolLM2's vocabulary, so 1.1B
                         parameters), Q4_K_M.
+  --gptoss              a gpt-oss of gpt-oss-20b's shape (GPTOSS: 32 experts of 2880 in each of 24 layers, 4 a token,
+                        a bias on every projection, a sink per head, every other layer in a 128-token window, YaRN;
+                        SmolLM2's vocabulary, so 20B parameters of which 3.5B a token), MXFP4_MOE: llama.cpp's MXFP4
+                        for the experts (11 GB; 40 GB of F16 on disk meanwhile, some 20 minutes here).
 Files go to --out (default $NSAMPLE_CACHE_DIR/fixtures, else ~/.cache/nsample/fixtures), named by a key of their
 source file's path, size and mtime (as nsample.models.model_loader.converted_gguf keys its cache); a file that already
 exists is kept. Each quantization runs in a child process, so llama.cpp (and its OpenMP runtime) never loads into
@@ -37,7 +41,7 @@ the caller, e.g. a test process; files appear atomically (written under a tempor
 For every file it prints the tensor count per ggml type, the type(s) of each tensor kind, and the size.
 
 Usage: python scripts/make_fixtures.py [--embedded] [--large] [--7b] [--qwen3] [--gemma3] [--qwen3moe] [--phi4mini]
-                                       [--smollm3] [--olmo2]
+                                       [--smollm3] [--olmo2] [--gptoss]
                                        [--types Q4_K_M ...]
                                        [--out DIR] [--paths]
        python scripts/benchmark.py --gguf $(python scripts/make_fixtures.py --embedded --large --paths)
@@ -54,6 +58,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import gguf
 import numpy as np
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 
@@ -61,7 +66,7 @@ from nsample.models import model_cache
 from nsample.models.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf
 
 FTYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S",
-          "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ3_S", "IQ3_M", "IQ4_NL", "IQ4_XS")
+          "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ3_S", "IQ3_M", "IQ4_NL", "IQ4_XS", "MXFP4_MOE")
 # llama.cpp's LLAMA_FTYPE_MOSTLY_<name> (F32: LLAMA_FTYPE_ALL_F32). Not the IQ1, IQ2 and IQ3_XXS files: some of
 # their tensors need an importance matrix, without which llama.cpp's quantizer refuses them (IQ3_XXS, tried here)
 EMBEDDED_TYPES = ("Q4_K_M", "Q6_K", "Q8_0")
@@ -87,6 +92,10 @@ SMOLLM3 = {"arch": "smollm3", "hidden": 2048, "intermediate": 11008, "layers": 3
            "tied": True, "context": 65536, "rope_base": 5000000.0, "rms_eps": 1e-6}  # SmolLM3-3B's: rope off on 1 in 4
 OLMO2 = {"arch": "olmo2", "hidden": 2048, "intermediate": 8192, "layers": 16, "heads": 16, "kv_heads": 16,
          "context": 4096, "rope_base": 500000.0, "rms_eps": 1e-6}  # OLMo-2-0425-1B's: norms after attention and MLP
+GPTOSS = {"arch": "gpt-oss", "hidden": 2880, "intermediate": 2880, "layers": 24, "heads": 64, "kv_heads": 8,
+          "head_dim": 64, "experts": 32, "experts_used": 4, "expert_ff": 2880, "context": 131072,
+          "original_context": 4096, "yarn": 32.0, "rope_base": 150000.0, "rms_eps": 1e-5,
+          "sliding_window": 128}  # gpt-oss-20b's: biases, sinks, every other layer in the window, YaRN
 MODELS = {  # flag -> name, shape, default types, what --help says
     "large": ("TinyLlama-1.1B-random", LARGE, ("Q4_1", "Q4_K_M"),
               "the 1.1B random Llama (minutes, ~1.4 GB)"),
@@ -106,6 +115,9 @@ MODELS = {  # flag -> name, shape, default types, what --help says
                 "a 2.9B random SmolLM3 of SmolLM3-3B's shape (rope off on every fourth layer)"),
     "olmo2": ("OLMo-2-1B-random", OLMO2, ("Q4_K_M",),
               "a 1.1B random OLMo 2 of OLMo-2-0425-1B's shape (norms after attention and MLP)"),
+    "gptoss": ("gpt-oss-20B-random", GPTOSS, ("MXFP4_MOE",),
+               "a 20B random gpt-oss of gpt-oss-20b's shape (MXFP4 experts; 11 GB, 40 GB free disk while its F16 "
+               "exists)"),
 }
 KINDS = ("token_embd", "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
          "ffn_down", "output_norm", "output")  # the order kinds are listed in (others after them)
@@ -225,20 +237,28 @@ def large_tensors(vocab: int, shape: dict) -> list[tuple[str, tuple[int, ...]]]:
         layer = [(k, d) for k, d in layer if k not in ("ffn_gate", "ffn_up", "ffn_down")] + [
             ("ffn_gate_inp", (E, h)), ("ffn_gate_exps", (E, ef, h)), ("ffn_up_exps", (E, ef, h)),
             ("ffn_down_exps", (E, h, ef))]
+    if arch == "gpt-oss":  # a bias on every projection, a sink per head; its MLP's norm is post_attention_norm
+        layer = [(k.replace("ffn_norm", "post_attention_norm"), d) for k, d in layer]
+        layer += [(f"{k}.bias", d[:-1]) for k, d in layer if len(d) > 1] + [("attn_sinks", (shape["heads"],))]
     longrope = [(f"rope_factors_{k}.weight", (shape["rotary_dim"] // 2,)) for k in ("long", "short")
-                ] if "original_context" in shape else []  # LongRoPE's factors (1.0 here: 1-D tensors are ones)
+                ] if "rotary_dim" in shape else []  # LongRoPE's factors (1.0 here: 1-D tensors are ones)
     return ([("token_embd.weight", (vocab, h))] + longrope
-            + [(f"blk.{i}.{kind}.weight", dims) for i in range(shape["layers"]) for kind, dims in layer]
+            + [(f"blk.{i}.{kind}" + ("" if kind.endswith(".bias") else ".weight"), dims)
+               for i in range(shape["layers"]) for kind, dims in layer]
             + [("output_norm.weight", (h,))] + ([] if shape.get("tied") else [("output.weight", (vocab, h))]))
 
 
 def large_dtype(name: str, shape: tuple[int, ...]) -> np.dtype:
-    """float32 for norms and a MoE router (as llama.cpp's converter writes them), float16 for the rest."""
-    return np.dtype(np.float32 if len(shape) == 1 or ".ffn_gate_inp." in name else np.float16)
+    """float32 for norms, biases, sinks and a MoE router (as llama.cpp's converter writes them), float16 for the
+    rest."""
+    return np.dtype(np.float32 if len(shape) == 1 or ".ffn_gate_inp." in name or name.endswith(".bias")
+                    else np.float16)
 
 
 def large_tensor(index: int, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """Norms 1.0; weights normal(0, STD), seeded per tensor; in large_dtype."""
+    """Norms and sinks 1.0, biases 0; weights normal(0, STD), seeded per tensor; in large_dtype."""
+    if name.endswith(".bias"):
+        return np.zeros(shape, dtype=np.float32)
     if len(shape) == 1:
         return np.ones(shape, dtype=np.float32)
     rng = np.random.default_rng([SEED, index])
@@ -273,7 +293,11 @@ def write_large_f16(path: Path, tokenizer_source: Path, name: str, shape: dict) 
     writer.add_head_count_kv(shape["kv_heads"])
     head_dim = shape.get("head_dim", h // shape["heads"])
     writer.add_rope_dimension_count(shape.get("rotary_dim", head_dim))
-    if "original_context" in shape:  # LongRoPE, as llama.cpp's converter writes Phi 3's
+    if "yarn" in shape:  # gpt-oss's, as its converter writes it
+        writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        writer.add_rope_scaling_factor(shape["yarn"])
+        writer.add_rope_scaling_orig_ctx_len(shape["original_context"])
+    elif "original_context" in shape:  # LongRoPE, as llama.cpp's converter writes Phi 3's
         writer.add_rope_scaling_orig_ctx_len(shape["original_context"])
         writer.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(shape["context"] / shape["original_context"])
                                                        / math.log(shape["original_context"])))
