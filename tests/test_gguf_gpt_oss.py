@@ -11,7 +11,7 @@ from gguf_fixtures import TYPES, llama_cpp_logits, needs_gguf, tiny_gguf_file
 from seed_contract import assert_choices_replay_alone
 
 import nsample
-from nsample.cpu import weights_report
+from nsample.cpu import gguf_linear, weights_report
 from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
 from nsample.errors import ModelMissing
@@ -117,7 +117,7 @@ def test_every_projection_is_on_the_files_blocks_and_the_logits_are_transformers
     layer = model.model.layers[0]
     assert isinstance(layer.mlp.router, GGUFRouter) and layer.mlp.router.linear.bias is not None
     experts = layer.mlp.experts
-    assert isinstance(experts, GGUFExperts) and experts.kernel() is None  # biased, clamped: on the modules
+    assert isinstance(experts, GGUFExperts)
     assert {m.format for k in ("gate", "up", "down") for m in getattr(experts, k)} == {"MXFP4"}
     assert all(m.bias is not None for m in experts.down)
     params = dict(model.named_parameters())
@@ -126,6 +126,30 @@ def test_every_projection_is_on_the_files_blocks_and_the_logits_are_transformers
     assert paths["mlp.experts.gate"] == "MXFP4 blocks" and paths["self_attn.q_proj"] == "Q4_K blocks"
     ref = reference(model)
     assert (model(IDS[None]).logits - ref(IDS[None]).logits).abs().max() < 1e-4
+
+
+@torch.inference_mode()
+def test_the_decode_kernel_is_the_modules_sums_bitwise_and_each_row_its_own(engine):
+    """csrc/moe.cpp with gpt-oss's biases and clamped SwiGLU against GGUFExperts' loop over its GGUFLinear experts
+    (both on the decode kernels), on rows of a scale at which the clamps bind; a row alone gets the numbers it gets
+    among others."""
+    experts = engine.model.model.layers[1].mlp.experts
+    gen = torch.Generator().manual_seed(0)
+    for rows in (1, 3, 8, 17):
+        x = torch.randn(rows, 256, generator=gen) * 30
+        index = torch.stack([torch.randperm(8, generator=gen)[:2] for _ in range(rows)])
+        weights = torch.rand(rows, 2, generator=gen)
+        with gguf_linear.decoding():
+            got = experts(x, index, weights)
+            alone = torch.cat([experts(x[i:i + 1], index[i:i + 1], weights[i:i + 1]) for i in range(rows)])
+            kernel, experts.kernel = experts.kernel, lambda q8=None: None  # the modules' loop
+            try:
+                loop = experts(x, index, weights)
+                gate = experts.gate[0](x)
+            finally:
+                del experts.kernel
+        assert kernel() is not None and torch.equal(got, loop) and torch.equal(got, alone)
+    assert gate.max() > 7  # the clamp binds
 
 
 @torch.inference_mode()

@@ -75,13 +75,13 @@ class GGUFExperts(nn.Module):
         act_fn(gate) · up."""
         super().__init__()
         self.num_experts, self.act_fn, self.tensors, self.swiglu = num_experts, act_fn, tensors, swiglu
+        self.biases = biases or {}
         for kind in KINDS:
             raw, type_id, K = tensors[kind]
-            rows, bias = len(raw) // num_experts, (biases or {}).get(kind)
+            rows, bias = len(raw) // num_experts, self.biases.get(kind)
             setattr(self, kind, nn.ModuleList(GGUFLinear(raw[e * rows:(e + 1) * rows], type_id, K,
                                                          None if bias is None else bias[e])
                                               for e in range(num_experts)))
-        self.plain = not biases and swiglu is None  # what csrc/moe.cpp computes
         self._kernels = {}
 
     def glu(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -89,17 +89,27 @@ class GGUFExperts(nn.Module):
 
     def kernel(self, q8: bool | None = None):
         """The C++ layer (csrc/moe.cpp) on the same blocks, with the projections' int8 activations as they are set
-        (use_int8_activations), or on float32 activations (q8=False: a fused prefill's); None without kernels, or
-        for experts it does not compute (gpt-oss's biases and GLU: they decode on the modules)."""
+        (use_int8_activations), or on float32 activations (q8=False: a fused prefill's); None without kernels."""
         ops = self.gate[0].ops
-        if ops is None or not hasattr(ops, "gguf_experts") or not self.plain:
+        if ops is None or not hasattr(ops, "gguf_experts"):
             return None
         key = ((self.gate[0].int8_activations or self.up[0].int8_activations, self.down[0].int8_activations)
                if q8 is None else (q8, q8))
         if key not in self._kernels:
             (gate, gt, _), (up, ut, _), (down, dt, _) = (self.tensors[k] for k in KINDS)
-            self._kernels[key] = ops.gguf_experts(gate, gt, up, ut, down, dt, self.num_experts, *key)
+            self._kernels[key] = ops.gguf_experts(gate, gt, up, ut, down, dt, self.num_experts, *key,
+                                                  *self._kernel_biases(), list(self.swiglu or ()))
         return self._kernels[key]
+
+    def _kernel_biases(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The biases as csrc/moe.cpp takes them: gate|up's (experts, 2F) (a missing half zeros), down's (experts,
+        H); None where the file has none."""
+        gate, up = self.biases.get("gate"), self.biases.get("up")
+        if gate is not None or up is not None:
+            F = self.gate[0].out_features
+            gate, up = (b if b is not None else torch.zeros(self.num_experts, F) for b in (gate, up))
+            gate = torch.cat([gate, up], dim=1)
+        return gate, self.biases.get("down")
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor):
         if in_decode() and (kernel := self.kernel()) is not None:  # the same sums in C++, bitwise

@@ -56,7 +56,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            "x (T, H) float, experts (T, k) int64, weights (T, k) float -> (T, H) float");
   m.def("gguf_experts", &gguf_experts,
         "moe.cpp: the experts of a layer (gate rows, type, up rows, type, down rows, type, number of experts, int8 "
-        "activations for gate|up, for down)");
+        "activations for gate|up, for down, gpt-oss's biases of gate|up and of down or None, its SwiGLU's [alpha, "
+        "limit] or [])",
+        pybind11::arg("gate"), pybind11::arg("gate_type"), pybind11::arg("up"), pybind11::arg("up_type"),
+        pybind11::arg("down"), pybind11::arg("down_type"), pybind11::arg("num_experts"), pybind11::arg("q8_gate_up"),
+        pybind11::arg("q8_down"), pybind11::arg("gate_up_bias") = c10::nullopt,
+        pybind11::arg("down_bias") = c10::nullopt, pybind11::arg("swiglu") = std::vector<double>{});
   m.def("int8_linear", &int8_linear, "linear.h: a two-level int8 layer (packed, scales, zero points, bias or None)");
   m.def("norm_linear", &norm_linear, "decode_layer.cpp: RMSNorm, then a linear layer");
   m.def("linear_add", &linear_add, "decode_layer.cpp: a linear layer, added into the residual");

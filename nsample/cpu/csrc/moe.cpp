@@ -1,8 +1,10 @@
-// A mixture of experts' decode (experts.h), the arithmetic of transformers' experts module (Qwen3MoeExperts) and of
-// nsample/cpu/gguf_experts.py's GGUFExperts: for each expert in ascending order, the rows routed to it gathered,
-// down(SiLU(gate(x)) · up(x)) on the file's blocks, each product times the row's weight for that expert added into
-// the row. A row's numbers are its own: the kernels' rows are independent (gguf_linear.cpp), SiLU and the products
-// are elementwise, and a row adds its experts in one order whatever other rows are routed with it.
+// A mixture of experts' decode (experts.h), the arithmetic of transformers' experts modules (Qwen3MoeExperts,
+// GptOssExperts) and of nsample/cpu/gguf_experts.py's GGUFExperts: for each expert in ascending order, the rows routed
+// to it gathered, down(SiLU(gate(x)) · up(x)) on the file's blocks (gpt-oss: each projection biased, its clamped
+// SwiGLU in gguf_experts.clamped_swiglu's order of ATen ops, so bitwise its numbers), each product times the row's
+// weight for that expert added into the row. A row's numbers are its own: the kernels' rows are independent
+// (gguf_linear.cpp), the GLU and the products are elementwise, and a row adds its experts in one order whatever other
+// rows are routed with it.
 #include "experts.h"
 
 #include <ATen/Parallel.h>
@@ -10,16 +12,26 @@
 #include <exception>
 
 Experts gguf_experts(const at::Tensor& gate, int64_t gate_type, const at::Tensor& up, int64_t up_type,
-                     const at::Tensor& down, int64_t down_type, int64_t num_experts, bool q8_gate_up, bool q8_down) {
+                     const at::Tensor& down, int64_t down_type, int64_t num_experts, bool q8_gate_up, bool q8_down,
+                     const c10::optional<at::Tensor>& gate_up_bias, const c10::optional<at::Tensor>& down_bias,
+                     std::vector<double> swiglu) {
   TORCH_CHECK(num_experts > 0 && gate.dim() == 2 && gate.size(0) % num_experts == 0 && up.dim() == 2 &&
                   up.size(0) == gate.size(0) && down.dim() == 2 && down.size(0) % num_experts == 0,
               "gguf_experts: gate and up of experts · F rows, down of experts · H rows");
   const int64_t F = gate.size(0) / num_experts, H = down.size(0) / num_experts;
-  Experts experts{{}, {}, F};
+  TORCH_CHECK(!gate_up_bias || gate_up_bias->sizes() == at::IntArrayRef({num_experts, 2 * F}),
+              "gguf_experts: a gate|up bias of (experts, 2F)");
+  TORCH_CHECK(!down_bias || down_bias->sizes() == at::IntArrayRef({num_experts, H}),
+              "gguf_experts: a down bias of (experts, H)");
+  TORCH_CHECK(swiglu.empty() || swiglu.size() == 2, "gguf_experts: swiglu is {} or {alpha, limit}");
+  const auto row = [](const c10::optional<at::Tensor>& bias, int64_t e) -> c10::optional<at::Tensor> {
+    return bias ? c10::optional<at::Tensor>((*bias)[e].contiguous().to(at::kFloat)) : c10::nullopt;
+  };
+  Experts experts{{}, {}, F, std::move(swiglu)};
   for (int64_t e = 0; e < num_experts; ++e) {
     experts.gate_up.push_back(gguf_block_linear({gate.narrow(0, e * F, F), up.narrow(0, e * F, F)},
-                                                {gate_type, up_type}, c10::nullopt, q8_gate_up));
-    experts.down.push_back(gguf_block_linear({down.narrow(0, e * H, H)}, {down_type}, c10::nullopt, q8_down));
+                                                {gate_type, up_type}, row(gate_up_bias, e), q8_gate_up));
+    experts.down.push_back(gguf_block_linear({down.narrow(0, e * H, H)}, {down_type}, row(down_bias, e), q8_down));
   }
   return experts;
 }
@@ -49,9 +61,17 @@ at::Tensor Experts::operator()(const at::Tensor& x, const at::Tensor& experts, c
     const int64_t M = static_cast<int64_t>(slots.size());
     auto rows = at::empty({M}, ids.options());
     for (int64_t r = 0; r < M; ++r) rows.data_ptr<int64_t>()[r] = slots[r] / k;
-    const auto gu = gate_up[hit[i]](x.index_select(0, rows));             // (M, 2F)
-    const auto a = at::silu(gu.narrow(1, 0, F)).mul_(gu.narrow(1, F, F));  // (M, F), as act_fn(gate) * up
-    ys[i] = down[hit[i]](a);                                               // (M, H)
+    const auto gu = gate_up[hit[i]](x.index_select(0, rows));  // (M, 2F)
+    const auto gate = gu.narrow(1, 0, F), up = gu.narrow(1, F, F);
+    at::Tensor a;  // (M, F)
+    if (swiglu.empty()) {
+      a = at::silu(gate).mul_(up);  // as act_fn(gate) * up
+    } else {  // as clamped_swiglu: (clamp(up) + 1) * (g * sigmoid(g * alpha)), g = min(gate, limit)
+      const double alpha = swiglu[0], limit = swiglu[1];
+      const auto g = gate.clamp_max(limit);
+      a = (up.clamp(-limit, limit) + 1) * (g * at::sigmoid(g * alpha));
+    }
+    ys[i] = down[hit[i]](a);  // (M, H)
   };
   if (n >= at::get_num_threads() && n > 1 && !at::in_parallel_region()) {
     // As many experts as threads or more: a thread takes whole experts (their products then run on that thread
