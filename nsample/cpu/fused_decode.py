@@ -76,6 +76,7 @@ class Layer:
     post_norms: tuple[torch.Tensor, torch.Tensor] | None = None  # Gemma's and OLMo 2's after the attention, the MLP
     gelu: bool = False  # the MLP's activation GELU's tanh form, else SiLU
     residual: float = 1.0  # what each branch's output is multiplied by before its residual add (Granite's)
+    sinks: torch.Tensor | None = None  # (H,) gpt-oss's sink per head, beside each softmax's scores
 
 
 class FusedDecoder:
@@ -104,7 +105,8 @@ class FusedDecoder:
         return self._forward(h, self.layers, lambda i, qkv: self.ops.decode_attention(
             qkv, *tables[self.layers[i].rope], self.heads, self.kv_heads, self.scale, own,
             [g.cohort.keys[i] for g in groups], [g.cohort.values[i] for g in groups], segments,
-            [p[i][0] for p in prompts], [p[i][1] for p in prompts], self.layers[i].window, self.softcap))
+            [p[i][0] for p in prompts], [p[i][1] for p in prompts], self.layers[i].window, self.softcap,
+            self.layers[i].sinks))
 
     @torch.inference_mode()
     def prefill(self, ids: torch.Tensor, positions: torch.Tensor, chunks: list[Chunk], keep: list[int]
@@ -117,7 +119,7 @@ class FusedDecoder:
         return self._forward(h, self.prefill_layers, lambda i, qkv: self.ops.prefill_attention(
             qkv, *tables[self.prefill_layers[i].rope], self.heads, self.kv_heads, self.scale, spans,
             [c.kv.buffers[i][0] for c in chunks], [c.kv.buffers[i][1] for c in chunks],
-            self.prefill_layers[i].window, self.softcap), keep)
+            self.prefill_layers[i].window, self.softcap, self.prefill_layers[i].sinks), keep)
 
     def _forward(self, h: torch.Tensor, layers: list[Layer], attention, keep: list[int] | None = None
                  ) -> torch.Tensor:

@@ -27,12 +27,13 @@ int64_t first(int64_t g, int64_t part) { return part * g / parts(g); }
 
 // The attention of the queries of R rows of one request for one KV head: g heads a row, row r's at q + r·H·D, into
 // out likewise; over the request's prompt (kp, vp: shared by the rows) and each row's own keys and values (ko[r],
-// vo[r], t positions each), each query in one softmax of its scores (soft-capped by `cap` where it is not 0). The
+// vo[r], t positions each), each query in one softmax of its scores (soft-capped by `cap` where it is not 0; with its
+// head's sink, sinks[i % g], beside them where sinks is not null: the KV head's g sinks). The
 // prompt's keys and values go by a block at a time for all the queries, read from memory once where each query read
 // them all for itself (a request's n choices share one prompt). s: scratch. Each query's numbers are those of it
 // attended alone: its scores, softmax and each lane's sum over the positions in order, then times 1 over the sum.
 void attend(const float* q, float* out, int64_t R, int64_t H, int64_t g, Run kp, Run vp, const Run* ko, const Run* vo,
-            int64_t D, float cap, std::vector<float>& s) {
+            int64_t D, float cap, const float* sinks, std::vector<float>& s) {
   const int64_t n = R * g, t = ko[0].length, L = kp.length + t, ps = L + W;
   s.resize(n * ps);
   std::vector<const float*> qs(n), from_j0(n);
@@ -44,7 +45,10 @@ void attend(const float* q, float* out, int64_t R, int64_t H, int64_t g, Run kp,
   }
   attn::scores(qs.data(), ss.data(), n, kp, D);
   for (int64_t r = 0; r < R; ++r) attn::scores(qs.data() + r * g, so.data() + r * g, g, ko[r], D);
-  for (int64_t i = 0; i < n; ++i) attn::soft_cap(ss[i], L, cap), inv[i] = attn::softmax(ss[i], L);
+  for (int64_t i = 0; i < n; ++i) {
+    attn::soft_cap(ss[i], L, cap);
+    inv[i] = sinks ? attn::softmax(ss[i], L, sinks[i % g]) : attn::softmax(ss[i], L);
+  }
   const auto each_part = [&](auto fn) {
     for (int64_t r = 0; r < R; ++r)
       for (int64_t part = 0; part < parts(g); ++part) fn(r, r * g + first(g, part), first(g, part + 1) - first(g, part));
@@ -83,6 +87,14 @@ void rotate(const float* x, const float* cos, const float* sin, int64_t D, float
   }
 }
 
+// The sinks (H,) as the kernels read them: float, contiguous; null where there are none.
+const float* sink_heads(const c10::optional<at::Tensor>& sinks, int64_t H) {
+  if (!sinks) return nullptr;
+  TORCH_CHECK(sinks->scalar_type() == at::kFloat && sinks->is_contiguous() && sinks->numel() == H,
+              "sinks: contiguous float, one a head");
+  return sinks->data_ptr<float>();
+}
+
 Run head_run(const at::Tensor& kv, int64_t row, int64_t head, int64_t length) {  // kv (rows, Hkv, L, D), strided
   TORCH_CHECK(kv.scalar_type() == at::kFloat && kv.stride(3) == 1, "KV: float, each position's D contiguous");
   return {kv.data_ptr<float>() + row * kv.stride(0) + head * kv.stride(1), kv.stride(2), length};
@@ -102,14 +114,17 @@ Run last(Run run, int64_t keep) {
 // request, prefix_k/prefix_v its prompt's KV (1, Hkv, P, D). Queries are rotated and scaled by `scale`; each
 // attends to its request's prompt and its own t tokens, or with a sliding `window` (0: none) to the window positions
 // up to its own, P + t - 1: the prompt's last window - t, its own last window; scores soft-capped by `softcap` (0:
-// not; Gemma 2's attn_logit_softcapping). Returns (B, H·D).
+// not; Gemma 2's attn_logit_softcapping); `sinks` (H,): a sink per head beside the scores (gpt-oss's). Returns
+// (B, H·D).
 at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t H,
                             int64_t Hkv, double scale, const std::vector<int64_t>& groups,
                             const std::vector<at::Tensor>& own_k, const std::vector<at::Tensor>& own_v,
                             const std::vector<int64_t>& segments, const std::vector<at::Tensor>& prefix_k,
-                            const std::vector<at::Tensor>& prefix_v, int64_t window, double softcap) {
+                            const std::vector<at::Tensor>& prefix_v, int64_t window, double softcap,
+                            const c10::optional<at::Tensor>& sinks) {
   const int64_t B = qkv.size(0), D = cos.size(1), g = H / Hkv, width = (H + 2 * Hkv) * D;
   TORCH_CHECK(qkv.is_contiguous() && qkv.size(1) == width && D % 16 == 0 && cos.is_contiguous() && sin.is_contiguous());
+  const float* sink = sink_heads(sinks, H);
   std::vector<int64_t> group_of(B, -1), segment_of(B, -1);
   const int64_t C = own_k.size();
   for (int64_t c = 0; c < C; ++c)
@@ -163,7 +178,7 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
         vo[r - ra] = last(head_run(own_v[c], r - first_row, kv, t), own);
       attend(qp + (ra * H + kv * g) * D, op + (ra * H + kv * g) * D, rb - ra, H, g,
              last(head_run(pk, 0, kv, P), prompt), last(head_run(pv, 0, kv, P), prompt), ko, vo, D,
-             static_cast<float>(softcap), scratch);
+             static_cast<float>(softcap), sink ? sink + kv * g : nullptr, scratch);
     }
   });
   return out;
@@ -174,12 +189,14 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
 // its request's buffers for the whole prompt (1, Hkv, P, D). Each row's k and v are rotated and stored at its
 // position, then each query attends to its prompt up to itself in one softmax, as a decode row attends to its
 // prompt (attend), so its numbers are its own whatever the chunks beside it or before it; with a sliding `window` (0:
-// none) to the window positions up to its own; scores soft-capped by `softcap` (0: not). Returns (T, H·D).
+// none) to the window positions up to its own; scores soft-capped by `softcap` (0: not); `sinks` as decode_attention's.
+// Returns (T, H·D).
 at::Tensor prefill_attention(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t H,
                              int64_t Hkv, double scale, const std::vector<int64_t>& chunks,
                              const std::vector<at::Tensor>& prompt_k, const std::vector<at::Tensor>& prompt_v,
-                             int64_t window, double softcap) {
+                             int64_t window, double softcap, const c10::optional<at::Tensor>& sinks) {
   const int64_t T = qkv.size(0), D = cos.size(1), g = H / Hkv, width = (H + 2 * Hkv) * D, C = prompt_k.size();
+  const float* sink = sink_heads(sinks, H);
   TORCH_CHECK(qkv.is_contiguous() && qkv.size(1) == width && D % 16 == 0 && cos.is_contiguous() && sin.is_contiguous());
   TORCH_CHECK(chunks.size() == static_cast<size_t>(3 * C) && prompt_v.size() == static_cast<size_t>(C), "chunks");
   std::vector<int64_t> chunk_of(T, -1), position(T);
@@ -213,7 +230,7 @@ at::Tensor prefill_attention(const at::Tensor& qkv, const at::Tensor& cos, const
       const int64_t keep = window > 0 ? window : length;
       attend(qp + (r * H + kv * g) * D, op + (r * H + kv * g) * D, 1, H, g,
              last(head_run(prompt_k[c], 0, kv, length), keep), last(head_run(prompt_v[c], 0, kv, length), keep),
-             &none, &none, D, static_cast<float>(softcap), scratch);
+             &none, &none, D, static_cast<float>(softcap), sink ? sink + kv * g : nullptr, scratch);
     }
   });
   return out;

@@ -5,6 +5,7 @@
 #include <ATen/cpu/vec/vec.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -87,15 +88,18 @@ inline void soft_cap(float* s, int64_t L, float cap) {
 }
 
 // A query's L scores in s to e^(score - max), in place (past L, to the end of the last vector: zeros); returns 1 over
-// their sum.
-inline float softmax(float* s, int64_t L) {
+// their sum. `sink`: one more score beside them, of an output of zero (gpt-oss's), in the max and the sum; -inf: none
+// (the sum then as without it, bitwise).
+inline float softmax(float* s, int64_t L, float sink = -std::numeric_limits<float>::infinity()) {
   const Vec lowest(-std::numeric_limits<float>::infinity());
   Vec top = lowest;
   for (int64_t j = 0; j < L; j += W) {  // past L: -inf lanes
     const Vec x = L - j >= W ? Vec::loadu(s + j) : Vec::set(lowest, Vec::loadu(s + j, L - j), L - j);
     top = at::vec::maximum(top, x);
   }
-  const Vec vmax(at::vec::vec_reduce_all([](const Vec& a, const Vec& b) { return at::vec::maximum(a, b); }, top));
+  const float most = std::max(
+      at::vec::vec_reduce_all([](const Vec& a, const Vec& b) { return at::vec::maximum(a, b); }, top), sink);
+  const Vec vmax(most);
   Vec total(0.0f);
   for (int64_t j = 0; j < L; j += W) {  // past L: zero lanes (scratch has room for a whole last vector)
     Vec e = exp_vec(Vec::loadu(s + j) - vmax);
@@ -103,7 +107,7 @@ inline float softmax(float* s, int64_t L) {
     e.store(s + j);
     total = total + e;
   }
-  return 1.0f / sum(total);
+  return 1.0f / (sum(total) + std::exp(sink - most));
 }
 
 constexpr int CHAINS = W == 16 ? 16 : 8;  // accumulators weigh keeps in registers (AVX-512 has 32, AVX2 16)

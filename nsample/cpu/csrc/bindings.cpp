@@ -16,11 +16,12 @@ at::Tensor decode_attention(const at::Tensor& qkv, const at::Tensor& cos, const 
                             int64_t Hkv, double scale, const std::vector<int64_t>& groups,
                             const std::vector<at::Tensor>& own_k, const std::vector<at::Tensor>& own_v,
                             const std::vector<int64_t>& segments, const std::vector<at::Tensor>& prefix_k,
-                            const std::vector<at::Tensor>& prefix_v, int64_t window, double softcap);
+                            const std::vector<at::Tensor>& prefix_v, int64_t window, double softcap,
+                            const c10::optional<at::Tensor>& sinks);
 at::Tensor prefill_attention(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t H,
                              int64_t Hkv, double scale, const std::vector<int64_t>& chunks,
                              const std::vector<at::Tensor>& prompt_k, const std::vector<at::Tensor>& prompt_v,
-                             int64_t window, double softcap);
+                             int64_t window, double softcap, const c10::optional<at::Tensor>& sinks);
 at::Tensor race_sample(const at::Tensor& probs, const at::Tensor& seeds, const at::Tensor& positions,
                        const at::Tensor& token_hash);
 
