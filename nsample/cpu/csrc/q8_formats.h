@@ -1,6 +1,7 @@
 // The GGUF block formats read as small integers for a dot product with int8 activations (q8_linear.cpp). The
-// 32-weight formats: each block as 32 bytes (unsigned nibbles or 5-bit values, or signed values), its float scale
-// per lane of eight int32 sums, and the coefficient of the activations' plain sum (a format's minimum or offset):
+// 32-weight formats: each block as 32 bytes (unsigned nibbles or 5-bit values, or signed values: Q8_0's, and the
+// levels of IQ4_NL's and MXFP4's tables), its float scale per lane of eight int32 sums, and the coefficient of the
+// activations' plain sum (a format's minimum or offset):
 //     Σ_i w_i·x_i ≈ Σ_lanes scale·dot(w, q)·d + min·Σ_i x_i   (x_i ≈ d·q_i, q int8, d per 32 weights)
 // The K-quants below, whose scales are integers within a 256-weight block, keep a whole block's sum in integers
 // (their `weights2` and `scale2`: two chunks at once, for 512-bit registers).
@@ -106,6 +107,23 @@ struct Q5_1 {  // d·q + m
 struct Q8_0 {  // d·q, q signed
   static constexpr bool K = false, SIGNED = true, MIN = false;
   static Chunk chunk(const uint8_t* b, int) { return {load(b + 2), _mm256_set1_ps(gguf::half(b)), 0.0f}; }
+};
+// The 4-bit table formats: each nibble one of sixteen signed levels, picked by a byte shuffle of the table.
+inline __m256i levels16(const int8_t* table, const uint8_t* qs) {
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table))),
+                             nibbles16(qs));
+}
+struct IQ4_NL {  // d·KVALUES[q]
+  static constexpr bool K = false, SIGNED = true, MIN = false;
+  static Chunk chunk(const uint8_t* b, int) {
+    return {levels16(gguf::KVALUES, b + 2), _mm256_set1_ps(gguf::half(b)), 0.0f};
+  }
+};
+struct MXFP4 {  // 2^(e - 128)·MXFP4_LEVELS[q]
+  static constexpr bool K = false, SIGNED = true, MIN = false;
+  static Chunk chunk(const uint8_t* b, int) {
+    return {levels16(gguf::MXFP4_LEVELS, b + 1), _mm256_set1_ps(gguf::e8m0_half(b[0])), 0.0f};
+  }
 };
 // The K-quants, against activations rounded per 256 (llama.cpp's Q8_K, with Σq per 16 and Σx per 32 beside): a
 // block's eight 32-weight chunks as unsigned bytes, each with its integer scale as 16 int16 lanes (lane k covers
@@ -263,6 +281,8 @@ bool with_format(int64_t type, Fn&& fn) {
     case gguf::Q5_0::TYPE: fn(Q5_0{}, gguf::Q5_0{}); return true;
     case gguf::Q5_1::TYPE: fn(Q5_1{}, gguf::Q5_1{}); return true;
     case gguf::Q8_0::TYPE: fn(Q8_0{}, gguf::Q8_0{}); return true;
+    case gguf::IQ4_NL::TYPE: fn(IQ4_NL{}, gguf::IQ4_NL{}); return true;
+    case gguf::MXFP4::TYPE: fn(MXFP4{}, gguf::MXFP4{}); return true;
     case gguf::Q2_K::TYPE: fn(Q2_K{}, gguf::Q2_K{}); return true;
     case gguf::Q3_K::TYPE: fn(Q3_K{}, gguf::Q3_K{}); return true;
     case gguf::Q4_K::TYPE: fn(Q4_K{}, gguf::Q4_K{}); return true;
