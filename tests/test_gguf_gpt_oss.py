@@ -122,8 +122,12 @@ def test_every_projection_is_on_the_files_blocks_and_the_logits_are_transformers
     assert all(m.bias is not None for m in experts.down)
     params = dict(model.named_parameters())
     assert params and all("norm" in n or n.endswith((".bias", ".sinks")) for n in params)
-    paths = weights_report.describe(model)["paths"]
+    report = weights_report.describe(model)
+    paths = report["paths"]
     assert paths["mlp.experts.gate"] == "MXFP4 blocks" and paths["self_attn.q_proj"] == "Q4_K blocks"
+    expert_bytes = sum(m.blocks.numel() for layer in model.model.layers for kind in ("gate", "up", "down")
+                       for m in getattr(layer.mlp.experts, kind))
+    assert report["token_bytes"] == report["decode_bytes"] - expert_bytes * (1 - 2 / 8)  # a token reads 2 of 8
     ref = reference(model)
     assert (model(IDS[None]).logits - ref(IDS[None]).logits).abs().max() < 1e-4
 
@@ -174,14 +178,15 @@ def test_the_seed_contract_holds(engine):
                                 seed=11, max_tokens=24, ignore_eos=True)
 
 
-def test_int8_activations_leave_the_mxfp4_experts_on_float32_and_keep_the_seed_contract():
+def test_int8_activations_reach_the_mxfp4_experts_and_keep_the_seed_contract():
+    """The experts decode on the int8-activation kernels (in csrc/moe.cpp too), the float32 router does not."""
     engine = nsample.load(str(tiny_gguf_file("gpt-oss")), decode_activations="int8")
     try:
         if not engine.int8_activations:
             pytest.skip("no int8-activation kernels on this CPU")
         paths = weights_report.describe(engine.model)["paths"]
-        assert paths["mlp.experts.gate"] == "MXFP4 blocks"
-        assert paths["self_attn.q_proj"] == "Q4_K blocks × int8 activations"
+        assert paths["mlp.experts.gate"] == "MXFP4 blocks × int8 activations"
+        assert paths["self_attn.q_proj"] == "Q4_K blocks × int8 activations" and paths["mlp.router"] == "F32 blocks"
         assert_choices_replay_alone(engine, [{"role": "user", "content": "Say hello."}], n=3, seed=5, max_tokens=16,
                                     ignore_eos=True)
     finally:

@@ -16,7 +16,8 @@ and the transformers modules' Python around them. Here a layer is:
 Gemma 2 and 3 and OLMo 2 and 3 norm each branch's output before its residual add (linear_norm_add); Gemma's MLP is
 GELU's (norm_geglu), OLMo 2's layers read the residual without a norm first and norm q and k over all heads; the
 sliding-window layers of Gemma 2 and 3 and OLMo 3 attend to the window's positions alone (Gemma 3's on their own rotary
-table); Gemma 2 soft-caps its attention scores (decode_attention's `softcap`) and its logits (soft_cap_).
+table); Gemma 2 soft-caps its attention scores (decode_attention's `softcap`) and its logits (soft_cap_); gpt-oss has a
+sink per head beside its scores (decode_attention's `sinks`), a bias on every projection, experts in place of the MLP.
 With transformers' own embedding and rotary tables. Each step is per row in a fixed order, so a row's numbers do
 not depend on its neighbours (the seed contract). The linear layers are what the model holds (csrc/linear.h):
 a GGUF file's blocks (quantize="gguf", gguf_linear.py: the float32 model's arithmetic up to the order of sums, or
@@ -48,8 +49,9 @@ from nsample.cpu.whole_head_rotary import WholeHeadRotary
 from nsample.engine.prefix_attention import Chunk, Group
 
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi3", "smollm3", "granite", "gemma2",
-            "gemma3_text", "olmo2", "olmo3"}  # LlamaDecoderLayer's, Qwen 3's with q/k RMSNorms per head, Qwen 2
-# and 3 MoE's with experts in place of the MLP on a GGUF file's blocks (fused_experts.py), Phi 3's with q|k|v and
+            "gemma3_text", "olmo2", "olmo3", "gpt_oss"}  # LlamaDecoderLayer's, Qwen 3's with q/k RMSNorms per head,
+# Qwen 2 and 3 MoE's and gpt-oss's with experts in place of the MLP on a GGUF file's blocks (fused_experts.py;
+# gpt-oss's attention with a sink per head and biases, its rotary tables half a head wide), Phi 3's with q|k|v and
 # gate|up each one projection (qkv_proj, gate_up_proj), SmolLM3's with no rotary embedding on every fourth layer (cos
 # 1 and sin 0 there: the kernels' rotation leaves q and k as they are), Granite's with its multipliers (embeddings,
 # residual branches, logits), Gemma 2 and 3's and OLMo 2 and 3's with norms after the attention and MLP (Gemma 2's
@@ -158,6 +160,7 @@ class FusedDecoder:
         tables = {}
         for key in self.tables - {"none"}:
             turned = self.rotary(h, positions) if key == "model" else self.rotary(h, positions, key)
+            turned = (torch.cat([x, x], -1) if x.shape[-1] < self.head_dim else x for x in turned)  # gpt-oss's: half
             tables[key] = tuple(rows(x).float().contiguous() for x in turned)
         if "none" in self.tables:
             cos = next(iter(tables.values()))[0] if tables else rows(self.rotary(h, positions)[0]).float()
@@ -230,10 +233,11 @@ def _layer(layer: nn.Module, ops, layer_type: str | None, prefill: bool = False)
     rope = (layer_type or "model") if getattr(attn, "use_rope", True) else "none"
     window = attn.sliding_window if hasattr(attn, "sliding_window") else getattr(attn.config, "sliding_window", None)
     # (as the module passes it to the attention: its own, Gemma 3's and Qwen's per layer, or its config's, Mistral's)
+    sinks = attn.sinks.detach().float().contiguous() if hasattr(attn, "sinks") else None  # gpt-oss's
     return Layer(eps, norms[0][0], _joined(ops, qkv, prefill), _joined(ops, [attn.o_proj], prefill), norms[1][0],
                  *mlp_parts, qk_norms, moe, rope, window or 0,
                  (norms[2][0], norms[3][0]) if post else None, act in GELU_TANH,
-                 getattr(layer, "residual_multiplier", 1.0))
+                 getattr(layer, "residual_multiplier", 1.0), sinks)
 
 
 def _norm(module: nn.Module) -> tuple[torch.Tensor, float]:
