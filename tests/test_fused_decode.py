@@ -18,7 +18,8 @@ ISAS = [kernels.isa()] + (["avx2"] if kernels.isa() != "avx2" and "avx2" in kern
 INT8_ACTIVATIONS = kernels.ops() is not None and kernels.ops().q8_available()
 KINDS = [(kind, acts) for kind in ("mix", "q4_1") for acts in ["float32"] + ["int8"] * INT8_ACTIVATIONS] + [
     ("qwen3", "float32"), ("phi3", "float32"), ("smollm3", "float32"), ("granite", "float32"), ("gemma2", "float32"),
-    ("gemma3", "float32"), ("olmo2", "float32"), ("olmo3", "float32"), ("gpt-oss", "float32")] + (
+    ("gemma3", "float32"), ("olmo2", "float32"), ("olmo3", "float32"), ("mixtral", "float32"),
+    ("gpt-oss", "float32")] + (
     [("int8", "float32")] if resolve_quantize("auto", "cpu") == "int8" else [])
 
 
@@ -33,8 +34,9 @@ def tiny_engine(request):
     the attention and MLP, GELU, five layers of six in a window of 16 on their own rotary table), Gemma 2 (Gemma 3's
     without q/k norms, every other layer in the window, its scores and logits soft-capped), OLMo 2 (no norms
     before the attention and MLP, q/k norms over all heads), OLMo 3 (OLMo 2's with three layers of four in a window of
-    16), gpt-oss (biased projections, a sink per head, every other layer in a window of 16, biased MXFP4 experts with
-    its clamped SwiGLU); its kernels built for `isa`."""
+    16), Mixtral (Llama's file with experts, their top-k weights renormalized), gpt-oss (biased projections, a sink per
+    head, every other layer in a window of 16, biased MXFP4 experts with its clamped SwiGLU); its kernels built for
+    `isa`."""
     kind, acts, isa = request.param
     with forced_isa(isa) as ops:
         if kind == "int8":

@@ -95,16 +95,18 @@ def test_the_seed_contract_holds_on_the_experts_blocks(moe):
                                 seed=11, max_tokens=24, ignore_eos=True)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", [*ARCHS, "mixtral"])
 @torch.inference_mode()
 def test_the_logits_are_llama_cpps_on_a_float32_file(tmp_path, arch):
-    """llama.cpp routes as nsample does: Qwen 3 MoE's top-k weights normalized, Qwen 2 MoE's not, the shared expert
-    gated. On float32 weights and KV cache the two engines agree to float32 noise; flipping the normalization moves
-    the logits far more than that."""
+    """llama.cpp routes as nsample does: Qwen 3 MoE's and Mixtral's top-k weights normalized, Qwen 2 MoE's not, the
+    shared expert gated. On float32 weights and KV cache the two engines agree to float32 noise; flipping the
+    normalization moves the logits far more than that. (Mixtral's file is a Llama's with experts, which transformers'
+    GGUF loading reads as a plain Llama.)"""
     path = tiny_gguf.write_arch(tmp_path / f"tiny-{arch}-f32.gguf", arch, {})
     want = llama_cpp_logits(path, IDS[0].tolist())
     engine = nsample.load(str(path))
     try:
+        assert engine.quantize == "gguf" and engine.runner.fused is not None and engine.shared_prefix
         got = engine.model(IDS).logits[0]
         for router in (m for m in engine.model.modules() if isinstance(m, GGUFRouter)):
             router.norm_topk_prob = not router.norm_topk_prob

@@ -155,14 +155,20 @@ ARCHS = {  # GGUF architecture -> (transformers model type, its own config beyon
                                    tie_word_embeddings=False)),
     # gpt-oss: biased attention with a sink per head, every other layer in a window, biased experts with a clamped
     # SwiGLU, softmax over the top k router logits; its rotary plain here (the released models' is YaRN)
+    # Mixtral: Llama's file (llama.cpp's converter writes it as a LlamaModel, q/k permuted) with experts in place of
+    # the MLP, the top k weights renormalized
+    "mixtral": ("mixtral", dict(num_local_experts=8, num_experts_per_tok=2, intermediate_size=256,
+                                tie_word_embeddings=False)),
     "gpt-oss": ("gpt_oss", dict(num_local_experts=8, num_experts_per_tok=2, intermediate_size=256,
                                 sliding_window=16, tie_word_embeddings=False,
                                 rope_parameters={"rope_type": "default", "rope_theta": 150000.0})),
 }
 MIN_LAYERS = {"smollm3": 4, "olmo3": 4, "gemma3": 6}  # SmolLM3's fourth layer has no rotary embedding, OLMo 3's
 # fourth and Gemma 3's sixth attend to all positions
-FILE_ARCH = {"olmo3": "olmo2"}  # where the file's architecture is not the ARCHS key (llama.cpp's name for it)
-PERMUTED = {"smollm3", "granite"}  # architectures whose converter permutes q and k rows as Llama's
+FILE_ARCH = {"olmo3": "olmo2", "mixtral": "llama"}  # where the file's architecture is not the ARCHS key (llama.cpp's
+# name for it)
+PERMUTED = {"smollm3", "granite", "llama"}  # file architectures whose converter permutes q and k rows as Llama's
+# (Mixtral's files are llama's)
 GRANITE_KEYS = {"embedding_multiplier": "embedding_scale", "residual_multiplier": "residual_scale",
                 "logits_scaling": "logit_scale", "attention_multiplier": "attention.scale"}  # as its converter
 EXPERT_KEYS = {"num_experts": "expert_count", "num_local_experts": "expert_count",

@@ -48,14 +48,14 @@ from nsample.cpu.int8_linear import Int8Linear, Member
 from nsample.cpu.whole_head_rotary import WholeHeadRotary
 from nsample.engine.prefix_attention import Chunk, Group
 
-FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "phi3", "smollm3", "granite", "gemma2",
-            "gemma3_text", "olmo2", "olmo3", "gpt_oss"}  # LlamaDecoderLayer's, Qwen 3's with q/k RMSNorms per head,
-# Qwen 2 and 3 MoE's and gpt-oss's with experts in place of the MLP on a GGUF file's blocks (fused_experts.py;
-# gpt-oss's attention with a sink per head and biases, its rotary tables half a head wide), Phi 3's with q|k|v and
-# gate|up each one projection (qkv_proj, gate_up_proj), SmolLM3's with no rotary embedding on every fourth layer (cos
-# 1 and sin 0 there: the kernels' rotation leaves q and k as they are), Granite's with its multipliers (embeddings,
-# residual branches, logits), Gemma 2 and 3's and OLMo 2 and 3's with norms after the attention and MLP (Gemma 2's
-# scores and logits soft-capped)
+FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "phi3", "smollm3", "granite",
+            "gemma2", "gemma3_text", "olmo2", "olmo3", "gpt_oss"}  # LlamaDecoderLayer's, Qwen 3's with q/k RMSNorms per
+# head, Qwen 2 and 3 MoE's, Mixtral's and gpt-oss's with experts in place of the MLP on a GGUF file's blocks
+# (fused_experts.py; gpt-oss's attention with a sink per head and biases, its rotary tables half a head wide), Phi 3's
+# with q|k|v and gate|up each one projection (qkv_proj, gate_up_proj), SmolLM3's with no rotary embedding on every
+# fourth layer (cos 1 and sin 0 there: the kernels' rotation leaves q and k as they are), Granite's with its
+# multipliers (embeddings, residual branches, logits), Gemma 2 and 3's and OLMo 2 and 3's with norms after the
+# attention and MLP (Gemma 2's scores and logits soft-capped)
 GELU_TANH = {"GELUTanh", "PytorchGELUTanh"}  # transformers' gelu_pytorch_tanh (Gemma's)
 GEMMA_NORMS = {"Gemma2RMSNorm", "Gemma3RMSNorm"}  # x / rms(x) · (1 + w): the kernels' norm multiplies by 1 + w
 SHORT_PROMPT = 16  # prompts of at most this many tokens prefill here too (`prefill`), on the decode kernels

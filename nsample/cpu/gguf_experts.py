@@ -1,5 +1,5 @@
-"""A mixture of experts on a GGUF file's own blocks: Qwen 2 and Qwen 3 MoE (Qwen1.5-MoE, Qwen3-30B-A3B, ...) and
-gpt-oss.
+"""A mixture of experts on a GGUF file's own blocks: Qwen 2 and Qwen 3 MoE (Qwen1.5-MoE, Qwen3-30B-A3B, ...), Mixtral
+and gpt-oss.
 
 A file holds each layer's experts as three 3-D tensors, (experts, rows, row bytes): ffn_gate_exps, ffn_up_exps and
 ffn_down_exps (gpt-oss's with a bias each, (experts, rows)). transformers' own GGUF loading dequantizes them into its
@@ -10,8 +10,9 @@ The router (ffn_gate_inp, float32 in llama.cpp's files) is a GGUFLinear too, so 
 sums, never depends on the rows beside it (the seed contract).
 
 The arithmetic is transformers':
-- Qwen (Qwen3MoeTopKRouter, Qwen3MoeExperts; Qwen 2's are the same code): softmax over the experts in float32, the top
-  k, normalized where the config says (norm_topk_prob); each routed expert's down(act(gate(x)) * up(x));
+- Qwen (Qwen3MoeTopKRouter, Qwen3MoeExperts; Qwen 2's are the same code) and Mixtral: softmax over the experts in
+  float32, the top k, normalized where the config says (norm_topk_prob; Mixtral's always); each routed expert's
+  down(act(gate(x)) * up(x));
 - gpt-oss (GptOssTopKRouter, GptOssExperts): the top k of the (biased) router logits, then a softmax over those k; each
   routed expert's down((clamp(up) + 1) · g·σ(α·g)) with g = min(gate(x), limit), α 1.702 and limit 7 (its config's,
   the constants of llama.cpp's swiglu_oai);
@@ -22,8 +23,10 @@ from torch import nn
 
 from nsample.cpu.gguf_linear import GGUFLinear, in_decode
 
-ROUTERS = {"Qwen2MoeTopKRouter", "Qwen3MoeTopKRouter", "GptOssTopKRouter"}  # transformers' classes whose arithmetic
-EXPERTS = {"Qwen2MoeExperts", "Qwen3MoeExperts", "GptOssExperts"}  # these repeat
+ROUTERS = {"Qwen2MoeTopKRouter": "config", "Qwen3MoeTopKRouter": "config", "MixtralTopKRouter": "normalized",
+           "GptOssTopKRouter": "top_k_first"}  # transformers' classes whose arithmetic these repeat, and how each
+# weighs its top k: normalized where its config's norm_topk_prob says, always (Mixtral), a softmax of the top k logits
+EXPERTS = {"Qwen2MoeExperts", "Qwen3MoeExperts", "MixtralExperts", "GptOssExperts"}
 KINDS = ("gate", "up", "down")  # ffn_{kind}_exps
 
 
@@ -125,6 +128,13 @@ class GGUFExperts(nn.Module):
 
 def is_router(module: nn.Module) -> bool:
     return type(module).__name__ in ROUTERS
+
+
+def router_of(module: nn.Module, linear: GGUFLinear) -> GGUFRouter:
+    """The GGUFRouter on `linear` that weighs its top k as transformers' router `module` does (ROUTERS)."""
+    kind = ROUTERS[type(module).__name__]
+    return GGUFRouter(linear, module.top_k, module.norm_topk_prob if kind == "config" else kind == "normalized",
+                      top_k_first=kind == "top_k_first")
 
 
 def is_experts(module: nn.Module) -> bool:

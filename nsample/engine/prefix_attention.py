@@ -34,7 +34,7 @@ from nsample.engine.cohort import Cohort
 from nsample.engine.kv_cache import SharedKV
 
 NAME = "nsample_shared_prefix"
-FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "smollm3", "qwen2_moe",
+FAMILIES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "smollm3", "qwen2_moe",
             "qwen3_moe", "gemma2", "gemma3_text", "olmo3", "gpt_oss"}  # causal attention, plain or in a sliding window
 WINDOWED = {"gemma2", "gemma3_text", "olmo3", "mistral", "gpt_oss"}  # of those, the ones whose sliding windows this
 # takes (not Gemma 3's bidirectional variant, EmbeddingGemma); Mistral 7B v0.1's on every layer

@@ -14,6 +14,9 @@ architecture whose config keys they share.
 - OLMo 3 (`olmo2` too, with a sliding window): llama.cpp's converter writes it as OLMo 2 plus
   `attention.sliding_window` and its pattern; transformers has it as its own model, `olmo3`, whose weights have OLMo
   2's names: `specialize` makes such a file's config that model's.
+- Mixtral (`llama` with `expert_count`): Llama's file with experts in place of the MLP; `specialize` makes its config
+  transformers' Mixtral (whose GGUF loading reads it as a plain Llama and fails on the expert tensors).
+- gpt-oss: transformers knows the architecture, but not as its files have it (`_gpt_oss`, `hide_misread_keys`).
 
 Registering adds to transformers' dicts (the config keys' names, the list of architectures it accepts, the tensor
 processor) and changes nothing it already had. Both load paths (the file's blocks, transformers' float32
@@ -24,7 +27,8 @@ LIKE = {"smollm3": "llama", "granite": "llama", "olmo2": "llama"}  # GGUF archit
 PLAIN = {"olmo2"}  # their tensors renamed only, as the checkpoint's
 KEYS = {"granite": {"embedding_scale": "embedding_multiplier", "residual_scale": "residual_multiplier",
                     "logit_scale": "logits_scaling", "attention.scale": "attention_multiplier"}}  # its own, beside
-FILE_MODEL = {"olmo3": "olmo2"}  # transformers model type -> the GGUF architecture (and model type) of its files
+FILE_MODEL = {"olmo3": "olmo2", "mixtral": "llama"}  # transformers model type -> the GGUF architecture (and model
+# type) of its files
 SWA_PERIOD = 4  # OLMo 3's sliding layers where a file names none: three of every four, as llama.cpp's default
 
 
@@ -48,6 +52,8 @@ def specialize(config, arch: str, get):
     window = get("attention.sliding_window")
     if arch == "gpt-oss":
         return _gpt_oss(config, window)
+    if arch == "llama" and get("expert_count"):
+        return _mixtral(config, get)
     if arch != "olmo2" or not window:
         return config
     from transformers import Olmo3Config
@@ -88,3 +94,14 @@ def hide_misread_keys(reader, arch: str) -> None:
     if arch == "gpt-oss":
         for key in [k for k in reader.fields if k.startswith(f"{arch}.rope.scaling.")]:
             del reader.fields[key]
+
+
+def _mixtral(config, get):
+    """A Llama file with experts (`expert_count`): Mixtral's, as llama.cpp's converter writes Mixtral (a LlamaModel,
+    its experts' size the file's feed_forward_length), which transformers' GGUF config reads as a plain Llama."""
+    from transformers import MixtralConfig
+
+    fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures")}
+    return MixtralConfig(**{**fields, "architectures": ["MixtralForCausalLM"],
+                            "num_local_experts": int(get("expert_count")),
+                            "num_experts_per_tok": int(get("expert_used_count") or 2)})

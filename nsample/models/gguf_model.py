@@ -234,12 +234,10 @@ def _install(model: nn.Module, hf_name: str, raw: torch.Tensor, type_id: int, ra
         bias = raws.get(f"{parent_name}.bias")
         setattr(parent, child, _linear(raw, type_id, module.in_features,
                                        None if bias is None else _dense_raw(*bias).view(-1)))
-    elif attr == "weight" and gguf_experts.is_router(module):  # gpt-oss's with a bias, its softmax after the top k
+    elif attr == "weight" and gguf_experts.is_router(module):  # gpt-oss's with a bias
         bias = raws.get(f"{parent_name}.bias")
-        setattr(parent, child, GGUFRouter(_linear(raw, type_id, module.hidden_dim,
-                                                  None if bias is None else _dense_raw(*bias).view(-1)),
-                                          module.top_k, getattr(module, "norm_topk_prob", False),
-                                          top_k_first=not hasattr(module, "norm_topk_prob")))
+        linear = _linear(raw, type_id, module.hidden_dim, None if bias is None else _dense_raw(*bias).view(-1))
+        setattr(parent, child, gguf_experts.router_of(module, linear))
     elif (attr == "weight" and isinstance(module, nn.Embedding) and readable(type_id, module.embedding_dim)
           and (scale := _embedding_scale(module)) is not False):
         setattr(parent, child, GGUFEmbedding(raw, type_id, module.embedding_dim, scale))
