@@ -1,4 +1,4 @@
-"""Phi 3's LongRoPE and partial rotary in a GGUF file (nsample/models/rope_scaling.py, gguf_model._read_missing),
+"""Phi 3's LongRoPE and partial rotary in a GGUF file (nsample/models/rope_scaling.py, gguf_config.read_missing),
 which transformers' GGUF loading ignores: the short and long frequency factors (rope_factors_short.weight,
 rope_factors_long.weight), the attention factor on cos and sin (.rope.scaling.attn_factor), the original context, and
 the rotary size (.rope.dimension_count: Phi-4-mini turns 96 of each head's 128). The logits are llama.cpp's on the

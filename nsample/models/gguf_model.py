@@ -17,11 +17,12 @@ and takes tens of seconds; llama.cpp maps the file and computes on its blocks. S
   transformers ignores both;
 - files that store norms as 1 + w (Gemma 2 and 3) get them shifted by transformers' own processor, and an
   embedding that scales its rows (Gemma's, by sqrt(hidden)) becomes a GGUFEmbedding that scales them alike.
-- Qwen 2 and 3 MoE files keep each expert's projections on its rows of the file's 3-D expert tensors, and their
-  router on its (float32) blocks, where transformers fuses the experts into float32 parameters (gguf_experts.py);
-  their expert sizes, which transformers' GGUF config does not read, come from the file (`_read_missing`).
-Architectures whose tensors transformers transforms beyond that (gpt-oss's experts, reshaped convolutions, ...) are
-not handled here: `supported()` says no and the caller loads them through transformers' float32 path.
+- Qwen 2 and 3 MoE, Mixtral and gpt-oss files keep each expert's projections on its rows of the file's 3-D expert
+  tensors (gpt-oss's with their rows of its bias tensors), and their router on its (float32) blocks, where
+  transformers fuses the experts into float32 parameters (gguf_experts.py); their expert sizes, which transformers'
+  GGUF config does not read, come from the file (gguf_config.py).
+Architectures whose tensors transformers transforms beyond that (reshaped convolutions, ...) are not handled here:
+`supported()` says no and the caller loads them through transformers' float32 path.
 """
 import json
 import os
@@ -37,7 +38,7 @@ from torch import nn
 from nsample.cpu import gguf_experts, whole_head_rotary
 from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
-from nsample.models import gguf_architectures, model_cache, rope_factors, rope_scaling
+from nsample.models import gguf_architectures, gguf_config, model_cache, rope_factors, rope_scaling
 
 INDEX = "gguf_tensors.json"
 VERSION = "gguf5"  # of the metadata entries: gguf2 added the rope scaling (rope_scaling.py), gguf3 the experts' sizes,
@@ -75,8 +76,8 @@ def metadata(path: Path, cache: Path) -> Path:
                  "rope_scaling": rope_scaling.read(rope, arch, int(context.contents()) if context else 0, longrope)}
         gguf_architectures.hide_misread_keys(reader, arch)  # gpt-oss's rope scaling: read above, as every file's
         config = gguf_architectures.specialize(AutoConfig.from_pretrained(path.parent, gguf_file=path.name), arch,
-                                               _getter(reader, arch))  # OLMo 3's, in an OLMo 2 file
-        _read_missing(config, reader, arch)
+                                               gguf_config.getter(reader, arch))  # OLMo 3's, in an OLMo 2 file
+        gguf_config.read_missing(config, reader, arch)
         rope_scaling.configure(config, index["rope_scaling"])
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
 
@@ -88,52 +89,13 @@ def metadata(path: Path, cache: Path) -> Path:
     return model_cache.make(target, path, INDEX, write)
 
 
-MISSING = {"head_dim": ("attention.key_length", int), "moe_intermediate_size": ("expert_feed_forward_length", int),
-           "shared_expert_intermediate_size": ("expert_shared_feed_forward_length", int),
-           "attn_logit_softcapping": ("attn_logit_softcapping", float),
-           "final_logit_softcapping": ("final_logit_softcapping", float)}  # config attribute -> (GGUF key, its type)
-
-
-GEMMA_27B_LAYERS = {"gemma2": 46, "gemma3": 62}  # the 27B models' layers, whose queries scale by hidden / heads
-
-
-def _read_missing(config, reader, arch: str) -> None:
-    """Sizes a file stores where transformers' GGUF config reads none for its architecture: the head size (Qwen 3:
-    it assumes 128, true of every released Qwen 3 but not of every file), an expert's and a shared expert's MLP
-    size (Qwen 2 and 3 MoE: it keeps its defaults, Qwen1.5-MoE-A2.7B's and Qwen3-30B-A3B's), Phi 3's rotary size
-    (Phi-4-mini turns 96 of each head's 128); Gemma 2 and 3's attention scale, which the file does not hold and
-    transformers' GGUF config leaves at 256: 1/sqrt(head size), or 1/sqrt(hidden / heads) for the 27B models (144 and
-    168 where the head size is 128), as llama.cpp and the hub configs have it; Gemma 2's soft caps of its attention
-    scores and logits (transformers' GGUF config keeps its defaults, 50 and 30, those of every released Gemma 2,
-    where the file says otherwise). Not Phi 3's sliding window
-    (Phi-3-mini-4k's 2047): llama.cpp turns it off for Phi files (its PR 13676), and so does transformers' GGUF
-    config, which does not read it."""
-    get = _getter(reader, arch)
-    for attr, (key, kind) in MISSING.items():  # the file's own value, where transformers read one too
-        if get(key) is not None and hasattr(config, attr):
-            setattr(config, attr, kind(get(key)))
-    head_dim, _ = whole_head_rotary.rotary_size(config)
-    if arch in GEMMA_27B_LAYERS:  # the file has no attention scale: llama.cpp's rule, from gemma_pytorch's configs
-        big = config.num_hidden_layers == GEMMA_27B_LAYERS[arch]
-        config.query_pre_attn_scalar = config.hidden_size // config.num_attention_heads if big else head_dim
-    if config.model_type == "phi3" and get("rope.dimension_count") is not None:
-        config.rope_parameters = {**config.rope_parameters,
-                                  "partial_rotary_factor": int(get("rope.dimension_count")) / head_dim}
-
-
-def _getter(reader, arch: str):
-    """get(key): the value of the file's key `{arch}.key`, None where it has none."""
-    def get(key):
-        field = reader.fields.get(f"{arch}.{key}")
-        return None if field is None else field.contents()
-    return get
-
-
 def _processor_class(arch: str):
     """transformers' tensor processor class for `arch` if all it does is rename, permute llama's q/k rows (done
     here on the blocks' rows), shift norm weights (Gemma 2 and 3 store 1 + w: done here on the float32 norms, by
     the processor itself) or fuse Qwen 2 and 3 MoE experts (kept apart here, on the blocks: gguf_experts.py), else
-    None. (Nemotron's processor does what Gemma's does, but no test covers its files.)"""
+    None. (Nemotron's processor does what Gemma's does, but no test covers its files. gpt-oss files, `gpt-oss`, get
+    the plain one: transformers' GptOssTensorProcessor is registered as `gpt_oss` and expects expert tensor names
+    llama.cpp's converter does not write; their experts are installed here.)"""
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
     handled = [getattr(gguf_utils, name, None) for name in (
