@@ -97,3 +97,28 @@ def forced_isa(isa: str):
         yield kernels.ops()
     finally:
         os.environ.pop("NSAMPLE_ISA") if before is None else os.environ.update(NSAMPLE_ISA=before)
+
+
+def assert_experts_kernel_is_the_modules_loop(experts, scale: float = 1.0):
+    """csrc/moe.cpp against GGUFExperts' loop over its GGUFLinear experts (both on the decode kernels), on 1, 3, 8 and
+    17 rows of N(0, scale²) each routed to 2 of the 8 experts, alike and apart: bitwise the same, and a row alone gets
+    the numbers it gets among others. Returns the last rows."""
+    import torch
+
+    from nsample.cpu import gguf_linear
+
+    gen = torch.Generator().manual_seed(0)
+    for rows in (1, 3, 8, 17):
+        x = torch.randn(rows, 256, generator=gen) * scale
+        index = torch.stack([torch.randperm(8, generator=gen)[:2] for _ in range(rows)])
+        weights = torch.rand(rows, 2, generator=gen)
+        with gguf_linear.decoding():
+            got = experts(x, index, weights)
+            alone = torch.cat([experts(x[i:i + 1], index[i:i + 1], weights[i:i + 1]) for i in range(rows)])
+            kernel, experts.kernel = experts.kernel, lambda q8=None: None  # the modules' loop
+            try:
+                loop = experts(x, index, weights)
+            finally:
+                del experts.kernel
+        assert kernel() is not None and torch.equal(got, loop) and torch.equal(got, alone)
+    return x

@@ -7,12 +7,18 @@ import ggml_quantizer as gq
 import pytest
 import tiny_gguf
 import torch
-from gguf_fixtures import TYPES, engine_pair, llama_cpp_logits, tiny_gguf_file
+from gguf_fixtures import (
+    TYPES,
+    assert_experts_kernel_is_the_modules_loop,
+    engine_pair,
+    llama_cpp_logits,
+    tiny_gguf_file,
+)
 from seed_contract import assert_choices_replay_alone
 from transformers import AutoConfig
 
 import nsample
-from nsample.cpu import gguf_linear, kernels, weights_report
+from nsample.cpu import kernels, weights_report
 from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 
 pytestmark = pytest.mark.skipif(kernels.ops() is None or not gq.available(),
@@ -62,20 +68,7 @@ def test_the_decode_kernel_is_the_modules_sums_bitwise_and_each_row_its_own(moe)
     fast, _ = moe
     experts = next(m for m in fast.model.modules() if isinstance(m, GGUFExperts))
     assert fast.runner.fused is not None
-    gen = torch.Generator().manual_seed(0)
-    for rows in (1, 3, 8, 17):
-        x = torch.randn(rows, 256, generator=gen)
-        index = torch.stack([torch.randperm(8, generator=gen)[:2] for _ in range(rows)])
-        weights = torch.rand(rows, 2, generator=gen)
-        with gguf_linear.decoding():
-            got = experts(x, index, weights)
-            alone = torch.cat([experts(x[i:i + 1], index[i:i + 1], weights[i:i + 1]) for i in range(rows)])
-            kernel, experts.kernel = experts.kernel, lambda q8=None: None  # the modules' loop
-            try:
-                loop = experts(x, index, weights)
-            finally:
-                del experts.kernel
-        assert kernel() is not None and torch.equal(got, loop) and torch.equal(got, alone)
+    assert_experts_kernel_is_the_modules_loop(experts)
 
 
 def test_greedy_choices_are_those_of_transformers_float32_model_of_the_file(moe):

@@ -7,7 +7,7 @@ weights nsample expands (each bitwise gguf-py's dequantization: test_gguf_format
 import pytest
 import tiny_gguf
 import torch
-from gguf_fixtures import TYPES, llama_cpp_logits, needs_gguf, tiny_gguf_file
+from gguf_fixtures import TYPES, assert_experts_kernel_is_the_modules_loop, llama_cpp_logits, needs_gguf, tiny_gguf_file
 from seed_contract import assert_choices_replay_alone
 
 import nsample
@@ -138,22 +138,9 @@ def test_the_decode_kernel_is_the_modules_sums_bitwise_and_each_row_its_own(engi
     (both on the decode kernels), on rows of a scale at which the clamps bind; a row alone gets the numbers it gets
     among others."""
     experts = engine.model.model.layers[1].mlp.experts
-    gen = torch.Generator().manual_seed(0)
-    for rows in (1, 3, 8, 17):
-        x = torch.randn(rows, 256, generator=gen) * 30
-        index = torch.stack([torch.randperm(8, generator=gen)[:2] for _ in range(rows)])
-        weights = torch.rand(rows, 2, generator=gen)
-        with gguf_linear.decoding():
-            got = experts(x, index, weights)
-            alone = torch.cat([experts(x[i:i + 1], index[i:i + 1], weights[i:i + 1]) for i in range(rows)])
-            kernel, experts.kernel = experts.kernel, lambda q8=None: None  # the modules' loop
-            try:
-                loop = experts(x, index, weights)
-                gate = experts.gate[0](x)
-            finally:
-                del experts.kernel
-        assert kernel() is not None and torch.equal(got, loop) and torch.equal(got, alone)
-    assert gate.max() > 7  # the clamp binds
+    x = assert_experts_kernel_is_the_modules_loop(experts, scale=30)
+    with gguf_linear.decoding():
+        assert experts.gate[0](x).max() > 7  # the clamp binds
 
 
 @torch.inference_mode()
