@@ -38,7 +38,8 @@ def describe(model: nn.Module) -> dict:
 def _unread_expert_bytes(block: nn.Module) -> float:
     """The bytes of a mixture-of-experts block's experts one token does not read (all but its router's top k: Qwen's
     `gate`, gpt-oss's `router`)."""
-    experts, router = getattr(block, "experts", None), getattr(block, "gate", None) or getattr(block, "router", None)
+    experts = getattr(block, "experts", None)
+    router = block.gate if hasattr(block, "gate") else getattr(block, "router", None)
     if not isinstance(experts, GGUFExperts) or not isinstance(router, GGUFRouter):
         return 0
     nbytes = sum(m.blocks.numel() for kind in KINDS for m in getattr(experts, kind))
