@@ -15,13 +15,13 @@ transformers' and llama.cpp's, to the keys of the W positions up to its own: of 
 request's prompt P, its cohort's t generated tokens), the prompt's from P + t - W on and its own tokens from t - W on,
 each one slice for the request's rows (`windowed`); of a prefill chunk, a band of its mask. Gemma 2's scores are
 soft-capped (cap·tanh(s/cap) before the softmax, as its eager attention): its decode rows go by plain GEMMs (on a CPU a
-row at a time, so that its numbers do not depend on how many rows its request has), its prefill chunks by `capped`.
+row at a time, so that its numbers do not depend on how many rows its request has), its prefill chunks by `eager`.
 gpt-oss has a learned sink per head (`s_aux`), one more logit in each softmax whose value is zero: on a CPU its decode
 rows merge it as a third part beside the prompt's and their own tokens' (its log-sum-exp the sink, its output zero),
-elsewhere it is one more column of the scores; its prefill chunks go by `capped` with the sinks (and no cap).
+elsewhere it is one more column of the scores; its prefill chunks go by `eager` with the sinks (and no cap).
 It is registered in transformers' AttentionInterface and only acts when the runner passes `nsample_batch` or
 `nsample_prefill`; every other call (anyone else using the model) is plain SDPA with SDPA's masks (soft-capped or with
-sinks: `capped`, with the same masks).
+sinks: `eager`, with the same masks).
 """
 from dataclasses import dataclass
 
@@ -70,7 +70,7 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
         return packed_prefill_attention(module, query, key, value, scaling, nsample_prefill, sliding_window, softcap,
                                         s_aux)
     if nsample_batch is None and (softcap is not None or s_aux is not None):  # SDPA's boolean mask (None: causal)
-        return capped(query, key, value, attention_mask, scaling, softcap, s_aux).transpose(1, 2), None
+        return eager(query, key, value, attention_mask, scaling, softcap, s_aux).transpose(1, 2), None
     if nsample_batch is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                                       sliding_window=sliding_window, **kwargs)
@@ -104,7 +104,7 @@ def packed_prefill_attention(module, query, key, value, scaling, chunks: list[Ch
                              softcap: float | None = None, sinks: torch.Tensor | None = None):
     """Prompt chunks of several requests packed into one sequence (1, H, T, D): each chunk attends causally to
     its own request's prompt only (in a sliding window, to the `window` positions up to each query's own), with
-    the same attention call as when it is prefilled alone (soft-capped or with sinks: `capped`)."""
+    the same attention call as when it is prefilled alone (soft-capped or with sinks: `eager`)."""
     out = torch.empty_like(query)  # (1, H, T, D)
     for c in chunks:
         span = slice(c.start, c.stop)
@@ -115,14 +115,14 @@ def packed_prefill_attention(module, query, key, value, scaling, chunks: list[Ch
         if binds:  # query i, at position P - C + i, sees keys P - C + i - window < j <= P - C + i
             mask = mask.triu(P - C - window + 1)
         if softcap is not None or sinks is not None:
-            out[:, :, span] = capped(query[:, :, span], k, v, mask, scaling, softcap, sinks)
+            out[:, :, span] = eager(query[:, :, span], k, v, mask, scaling, softcap, sinks)
             continue
         out[:, :, span] = torch.nn.functional.scaled_dot_product_attention(
             query[:, :, span], k, v, attn_mask=mask, is_causal=mask is None, scale=scaling, enable_gqa=True)
     return out.transpose(1, 2), None  # (1, T, H, D)
 
 
-def capped(query, key, value, mask, scaling, softcap: float | None, sinks: torch.Tensor | None = None) -> torch.Tensor:
+def eager(query, key, value, mask, scaling, softcap: float | None, sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Attention as Gemma 2's and gpt-oss's eager attention: queries (B, H, Q, D) over keys and values (B, Hkv, K, D),
     `mask` a boolean (·, ·, Q, K) of the keys each query sees (None: causal, the last Q positions), the scores
     soft-capped by `softcap` where given, a sink logit per head (H,) beside them where `sinks` is given. Returns
