@@ -137,3 +137,16 @@ def test_int8_activations_reach_the_experts_and_keep_the_seed_contract():
                                     ignore_eos=True)
     finally:
         engine.close()
+
+
+def test_a_llama_file_with_experts_is_mixtral_and_one_that_does_not_say_how_many_a_token_uses_is_refused():
+    """As llama.cpp: a Llama file's expert_count makes it Mixtral, whose expert_used_count it needs (no guess)."""
+    from transformers import LlamaConfig
+
+    from nsample.models import gguf_architectures
+
+    config = gguf_architectures.specialize(LlamaConfig(), "llama", {"expert_count": 8, "expert_used_count": 2}.get)
+    assert config.model_type == "mixtral" and (config.num_local_experts, config.num_experts_per_tok) == (8, 2)
+    assert gguf_architectures.specialize(LlamaConfig(), "llama", {}.get).model_type == "llama"
+    with pytest.raises(ValueError, match="no llama.expert_used_count"):
+        gguf_architectures.specialize(LlamaConfig(), "llama", {"expert_count": 8}.get)

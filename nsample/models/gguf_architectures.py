@@ -98,10 +98,13 @@ def hide_misread_keys(reader, arch: str) -> None:
 
 def _mixtral(config, get):
     """A Llama file with experts (`expert_count`): Mixtral's, as llama.cpp's converter writes Mixtral (a LlamaModel,
-    its experts' size the file's feed_forward_length), which transformers' GGUF config reads as a plain Llama."""
+    its experts' size the file's feed_forward_length), which transformers' GGUF config reads as a plain Llama. A file
+    that does not say how many experts a token uses is refused, as llama.cpp refuses it."""
     from transformers import MixtralConfig
 
+    if not get("expert_used_count"):
+        raise ValueError("this GGUF file has experts (llama.expert_count) but no llama.expert_used_count")
     fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures")}
     return MixtralConfig(**{**fields, "architectures": ["MixtralForCausalLM"],
                             "num_local_experts": int(get("expert_count")),
-                            "num_experts_per_tok": int(get("expert_used_count") or 2)})
+                            "num_experts_per_tok": int(get("expert_used_count"))})
