@@ -33,7 +33,7 @@
   --gptoss              a gpt-oss of gpt-oss-20b's shape (GPTOSS: 32 experts of 2880 in each of 24 layers, 4 a token,
                         a bias on every projection, a sink per head, every other layer in a 128-token window, YaRN;
                         SmolLM2's vocabulary, so 20B parameters of which 3.5B a token), MXFP4_MOE: llama.cpp's MXFP4
-                        for the experts (11 GB; 40 GB of F16 on disk meanwhile, some 20 minutes here).
+                        for the experts (11 GB; 40 GB of F16 on disk meanwhile, some 12 minutes here).
 Files go to --out (default $NSAMPLE_CACHE_DIR/fixtures, else ~/.cache/nsample/fixtures), named by a key of their
 source file's path, size and mtime (as nsample.models.model_loader.converted_gguf keys its cache); a file that already
 exists is kept. Each quantization runs in a child process, so llama.cpp (and its OpenMP runtime) never loads into
