@@ -5,7 +5,7 @@ count, for seven rounds; each build's median time, and its ratio to the first bu
 The builds' order turns each round: the build timed first in a round was seen to take up to 10% longer at one row,
 whichever it was (docs/benchmarks.md, stop 40). The weights are cycled through --copies copies, so that with 8 they
 stream from memory as in a decode step. A build's extra compiler flags go in EXTRA_<name>, its compiler in CXX_<name>
-(else $CXX, else c++).
+(else $CXX, else c++). --kernel int8 times the int8-activation kernel (gguf_decode_q8_linear) instead of the float32.
 Usage: python scripts/kernel_ab.py --isa avx2 --rows 1 8 --threads 2 [--copies 8] \
            [--shapes 12x5632x2048 14x2048x5632] --builds old=/tmp/old/nsample/cpu/csrc new=nsample/cpu/csrc
 A shape is TYPExNxK, TYPE a ggml type id: 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 10 Q2_K, 11 Q3_K, 12 Q4_K, 13 Q5_K,
@@ -62,6 +62,8 @@ def main():
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--copies", type=int, default=8, help="copies of each shape's weights, cycled through")
     ap.add_argument("--shapes", nargs="+", default=["12x5632x2048", "12x2048x5632", "14x2048x5632"])
+    ap.add_argument("--kernel", choices=("float32", "int8"), default="float32",
+                    help="the float32-activation kernel (gguf_decode_linear) or the int8 one (gguf_decode_q8_linear)")
     ap.add_argument("--builds", nargs="+", required=True, metavar="NAME=CSRC", help="the first is the baseline")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -79,10 +81,11 @@ def main():
                 x = torch.randn(R, s[2], generator=g)
                 for name, m in order:
                     reps = max(3, 200 // R)
-                    m.gguf_decode_linear(x, data[s][0], s[0], None)
+                    linear = m.gguf_decode_linear if args.kernel == "float32" else m.gguf_decode_q8_linear
+                    linear(x, data[s][0], s[0], None)
                     t = time.perf_counter()
                     for i in range(reps):
-                        m.gguf_decode_linear(x, data[s][i % args.copies], s[0], None)
+                        linear(x, data[s][i % args.copies], s[0], None)
                     times.setdefault((s, R, name), []).append((time.perf_counter() - t) / reps)
     for s in shapes:
         for R in args.rows:
