@@ -14,7 +14,7 @@ from nsample.cpu import kernels
 pytestmark = pytest.mark.skipif(not ggml_quantizer.available(), reason="llama.cpp's quantizer (llama-cpp-python) "
                                 "is not installed")
 QUANTIZED = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q2_K": 10, "Q3_K": 11, "Q4_K": 12, "Q5_K": 13,
-             "Q6_K": 14, "IQ4_NL": 20, "MXFP4": 39}
+             "Q6_K": 14, "IQ4_NL": 20, "IQ4_XS": 23, "MXFP4": 39}
 N = 10  # not a multiple of the kernel's groups of 4 columns
 
 

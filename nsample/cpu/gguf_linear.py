@@ -21,8 +21,8 @@ kernel too, so every drawn token's logits come from one kind of kernel; and it i
 stays float32 (the prompt's KV as the float32 model's): on the q8 kernel too it was as fast or faster (Q4_K
 5632x2048 at 16 rows: 4.1 against 9.9 ms), but greedy output moved further from float32 than llama.cpp's does
 (scripts/quality.py: 1 of 20 continuations identical instead of 6, mean |Δ logprob| 0.069 instead of 0.054;
-llama.cpp 2 of 20, 0.032). x86 with AVX2 only; F16, BF16, F32 and the IQ tensors but IQ4_NL keep float32 (IQ4_NL and
-MXFP4 have the kernels: their tables' levels are signed bytes, as Q8_0's values).
+llama.cpp 2 of 20, 0.032). x86 with AVX2 only; F16, BF16, F32 and the IQ tensors below 4 bits keep float32 (IQ4_NL,
+IQ4_XS and MXFP4 have the kernels: their tables' levels are signed bytes, as Q8_0's values).
 """
 import contextlib
 import threading
@@ -134,7 +134,7 @@ def int8_activations(mode: str) -> bool:
 
 def use_int8_activations(model: nn.Module, on: bool) -> list[str]:
     """Decode `model`'s GGUF layers on int8 activations (on) or float32 ones; returns the formats left on float32
-    (those with no int8 kernel: F32, F16, BF16 and the IQ formats but IQ4_NL)."""
+    (those with no int8 kernel: F32, F16, BF16 and the IQ formats below 4 bits)."""
     left = set()
     for m in model.modules():
         if isinstance(m, GGUFLinear):

@@ -84,14 +84,14 @@ struct MXFP4 : Format<MXFP4> {
 // scales_l[j / 2] with bits 2j of scales_h above it. A block's factors d·(scale - 32) made once, each twice in Factors
 // (once for each 16 of its sub-block); on AVX-512 each sub-block's table of levels (iq4_table), elsewhere the block's
 // levels as bytes, made once (SignedBytes).
-inline Factors iq4_xs_factors(const uint8_t* b) {
+inline int iq4_xs_scale(const uint8_t* b, int j) {  // sub-block j's scale - 32, in [-32, 31]
   uint16_t high;
   std::memcpy(&high, b + 2, 2);
+  return (((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4)) - 32;
+}
+inline Factors iq4_xs_factors(const uint8_t* b) {
   alignas(16) uint8_t scales[16];
-  for (int j = 0; j < 8; ++j) {
-    const int scale = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
-    scales[2 * j] = scales[2 * j + 1] = static_cast<uint8_t>(scale - 32);
-  }
+  for (int j = 0; j < 8; ++j) scales[2 * j] = scales[2 * j + 1] = static_cast<uint8_t>(iq4_xs_scale(b, j));
   const float d = half(b);
   return factors<true>(bytes16(scales), d, d);
 }

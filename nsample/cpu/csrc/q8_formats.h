@@ -153,7 +153,7 @@ inline KBlock scales_mins(const uint8_t* b) {
           _mm256_setzero_si256()};
 }
 struct Q4_K {  // sub-block j: (d·sc)·q - dmin·m
-  static constexpr bool K = true, MIN = true;
+  static constexpr bool K = true, SIGNED = false, MIN = true;
   static constexpr int OFFSET = 0;
   static KBlock block(const uint8_t* b) { return scales_mins(b); }
   static __m256i weights(const uint8_t* b, int j) { return bits(load(b + 16 + 32 * (j / 2)), 4 * (j % 2), 4, 0); }
@@ -164,7 +164,7 @@ struct Q4_K {  // sub-block j: (d·sc)·q - dmin·m
 #endif
 };
 struct Q5_K {  // Q4_K's nibbles with bit j of qh[i] as the fifth
-  static constexpr bool K = true, MIN = true;
+  static constexpr bool K = true, SIGNED = false, MIN = true;
   static constexpr int OFFSET = 0;
   static KBlock block(const uint8_t* b) { return scales_mins(b); }
   static __m256i weights(const uint8_t* b, int j) {
@@ -180,7 +180,7 @@ struct Q5_K {  // Q4_K's nibbles with bit j of qh[i] as the fifth
 };
 struct Q6_K {  // d·scales[w / 16]·(q - 32), q's low four bits from ql and top two from qh (gguf_kquants.h); the
                // bytes here are q itself (0..63), the -32 is OFFSET
-  static constexpr bool K = true, MIN = false;
+  static constexpr bool K = true, SIGNED = false, MIN = false;
   static constexpr int OFFSET = 32;
   static KBlock block(const uint8_t* b) {
     const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));  // sixteen int8 scales
@@ -214,7 +214,7 @@ struct Q6_K {  // d·scales[w / 16]·(q - 32), q's low four bits from ql and top
 
 struct Q3_K {  // d·(scale - 32)·(q - 4) (gguf_kquants.h), q's low two bits from qs and its third from hmask; the bytes
                // here are q itself (0..7), the -4 is OFFSET, the scales (less 32) signed as Q6_K's
-  static constexpr bool K = true, MIN = false;
+  static constexpr bool K = true, SIGNED = false, MIN = false;
   static constexpr int OFFSET = 4;
   static KBlock block(const uint8_t* b) {
     const __m128i s = gguf::q3_scales(b + 96);
@@ -240,7 +240,7 @@ struct Q3_K {  // d·(scale - 32)·(q - 4) (gguf_kquants.h), q's low two bits fr
 
 struct Q2_K {  // d·scale_k·q - dmin·minimum_k (gguf_kquants.h), q two bits of qs; the minimums' term is an integer
                // Σ_k minimum_k·Σq_k per block (MIN16, against each 16's Σq), times dmin (in `mins`) and the row's d
-  static constexpr bool K = true, MIN = false, MIN16 = true;
+  static constexpr bool K = true, SIGNED = false, MIN = false, MIN16 = true;
   static constexpr int OFFSET = 0;
   static KBlock block(const uint8_t* b) {
     const __m128i both = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));  // scale low nibble, minimum high
@@ -259,6 +259,34 @@ struct Q2_K {  // d·scale_k·q - dmin·minimum_k (gguf_kquants.h), q two bits o
     return bits2(pair(load(b + 16 + 32 * (j / 4))), 2 * t, 2 * t + 2, 2, 0);
   }
   static __m512i scale2(const __m512i* s, int j) { return Q6_K::scale2(s, j); }
+#endif
+};
+// IQ4_XS (gguf_iquants.h): sub-block j's weights d·(scale_j - 32)·KVALUES[q], its levels signed bytes (levels16,
+// as IQ4_NL's) against the eight signed scales as int16: a K-quant whose bytes are SIGNED (q8_linear.cpp's ktile
+// multiplies their magnitudes by the activations with the weights' signs).
+struct IQ4_XS {
+  static constexpr bool K = true, SIGNED = true, MIN = false;
+  static constexpr int OFFSET = 0;
+  static KBlock block(const uint8_t* b) {
+    int64_t s = 0;
+    for (int j = 0; j < 8; ++j) s |= static_cast<int64_t>(static_cast<uint8_t>(gguf::iq4_xs_scale(b, j))) << (8 * j);
+    return {gguf::half(b), {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(s))),
+                            _mm256_setzero_si256()},
+            _mm256_setzero_ps(), _mm256_setzero_si256()};
+  }
+  static __m256i weights(const uint8_t* b, int j) { return levels16(gguf::KVALUES, b + 8 + 16 * j); }
+  static __m256i scale(const KBlock& k, int j) { return Q4_K::scale(k, j); }
+#if defined(__AVX512BW__)
+  // Chunks j, j + 1: qs's 32 bytes as 128-bit lanes 0, 0, 1, 1, low nibbles in lanes 0 and 2, high in 1 and 3, each
+  // a level by one shuffle of the table (two 256-bit chunks joined took 1.05-1.10x the time, in-process A/B).
+  static __m512i weights2(const uint8_t* b, int j) {
+    const __m512i qs = _mm512_castsi256_si512(load(b + 8 + 16 * j)), high = _mm512_set1_epi64(0x0004000400040004);
+    const __m512i by = _mm512_mask_blend_epi64(0xCC, _mm512_setzero_si512(), high);  // 16-bit shifts: 0, 4, 0, 4
+    const __m512i nibbles = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_i64x2(qs, qs, 0x50), by), mask512(0x0F));
+    return _mm512_shuffle_epi8(
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(gguf::KVALUES))), nibbles);
+  }
+  static __m512i scale2(const __m512i* s, int j) { return Q4_K::scale2(s, j); }
 #endif
 };
 // Whether a format's minimums go per 16 weights against Σq (Q2_K's), not per 32 against Σx.
@@ -288,6 +316,7 @@ bool with_format(int64_t type, Fn&& fn) {
     case gguf::Q4_K::TYPE: fn(Q4_K{}, gguf::Q4_K{}); return true;
     case gguf::Q5_K::TYPE: fn(Q5_K{}, gguf::Q5_K{}); return true;
     case gguf::Q6_K::TYPE: fn(Q6_K{}, gguf::Q6_K{}); return true;
+    case gguf::IQ4_XS::TYPE: fn(IQ4_XS{}, gguf::IQ4_XS{}); return true;
     default: return false;
   }
 }

@@ -140,10 +140,13 @@ void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, 
     for (int r = 0; r < R; ++r) sum2[r] = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int j = 0; j < 8; j += 2) {
-      const __m512i u = Q::weights2(block, j), sc = Q::scale2(scales, j);
+      const __m512i w2 = Q::weights2(block, j), sc = Q::scale2(scales, j);
+      const __m512i u = Q::SIGNED ? _mm512_abs_epi8(w2) : w2;  // signed weights: |w| against x with w's sign
+      [[maybe_unused]] const __mmask64 negative = Q::SIGNED ? _mm512_movepi8_mask(w2) : 0;
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512i s = _mm512_loadu_si512(x.q + (r0 + r) * x.K + 256 * b + 32 * j);
+        __m512i s = _mm512_loadu_si512(x.q + (r0 + r) * x.K + 256 * b + 32 * j);
+        if constexpr (Q::SIGNED) s = _mm512_mask_sub_epi8(s, negative, _mm512_setzero_si512(), s);
         sum2[r] = madd_add(sum2[r], _mm512_maddubs_epi16(u, s), sc);
       }
     }
@@ -153,10 +156,12 @@ void ktile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, 
     for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      const __m256i u = Q::weights(block, j), sc = Q::scale(k, j);
+      const __m256i w = Q::weights(block, j), sc = Q::scale(k, j);
+      const __m256i u = Q::SIGNED ? _mm256_sign_epi8(w, w) : w;
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + (r0 + r) * x.K + 256 * b + 32 * j);
+        __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + (r0 + r) * x.K + 256 * b + 32 * j);
+        if constexpr (Q::SIGNED) s = _mm256_sign_epi8(s, w);
         sum[r] = madd_add(sum[r], _mm256_maddubs_epi16(u, s), sc);
         in_order(sum[r]);
       }
@@ -262,8 +267,8 @@ void gguf_decode_q8_into(const std::vector<at::Tensor>& xq, const at::Tensor& bl
                 " weights of type ", type);
     decode<decltype(q), F>(x, M, blocks.data_ptr<uint8_t>(), N, y.data_ptr<float>(), y.stride(0), bp);
   });
-  TORCH_CHECK(known, "GGUF type ", type, " has no int8-activation kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, ",
-              "Q6_K do)");
+  TORCH_CHECK(known, "GGUF type ", type, " has no int8-activation kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K to Q6_K, ",
+              "IQ4_NL, IQ4_XS and MXFP4 do)");
 #else
   TORCH_CHECK(false, "int8 activations need x86 AVX2 (this build has no such kernel)");
 #endif

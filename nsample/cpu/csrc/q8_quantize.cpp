@@ -78,9 +78,9 @@ std::vector<at::Tensor> q8_quantize(const at::Tensor& x, int64_t block) {
 #endif
 }
 
-// The block a type's activations are rounded in: 256 for the K-quants, else 32.
+// The block a type's activations are rounded in: 256 for the K-quants and IQ4_XS, else 32.
 int64_t q8_block(int64_t type) {
   return type == gguf::Q2_K::TYPE || type == gguf::Q3_K::TYPE || type == gguf::Q4_K::TYPE ||
-                 type == gguf::Q5_K::TYPE || type == gguf::Q6_K::TYPE
+                 type == gguf::Q5_K::TYPE || type == gguf::Q6_K::TYPE || type == gguf::IQ4_XS::TYPE
              ? 256 : 32;
 }
