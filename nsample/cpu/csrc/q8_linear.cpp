@@ -2,13 +2,13 @@
 // row rounded to int8 (q8_quantize.cpp) (d = max|x| / 127, q = round(x / d)) in blocks of 32 for the 32-weight formats
 // (llama.cpp's Q8_0) and of 256 for the K-quants (its Q8_K, with each 16's sum of q beside), integer dot products with
 // the weights' small integers (vpmaddubsw, vpmaddwd; with VNNI, vpdpbusd and vpdpwssd), scaled in float once per 32
-// weights, or for a K-quant once per 256 (q8_formats.h). Where AVX-512 is built, a K-quant block goes two chunks of 32
-// an instruction (512-bit registers), which Intel's server cores run at twice the 256-bit rate. The weights are never
-// expanded to float32, so a step costs some three instructions per 32 weights and row instead of the float kernel's
-// (gguf_linear.cpp) expansion and a multiply-add per weight and row. Numbers: a row's activations are rounded (relative
-// error about 0.4% per block), not its weights' expansion. Rows stay bitwise independent: each row is rounded by
-// itself, integer sums are exact, and each output is one row's float sum over its chunks in a fixed order, whatever M
-// and the other rows are.
+// weights, or for a K-quant once per 256 (q8_formats.h, q8_kquants.h). Where AVX-512 is built, a K-quant block goes
+// two chunks of 32 an instruction (512-bit registers), which Intel's server cores run at twice the 256-bit rate. The
+// weights are never expanded to float32, so a step costs some three instructions per 32 weights and row instead of
+// the float kernel's (gguf_linear.cpp) expansion and a multiply-add per weight and row. Numbers: a row's activations
+// are rounded (relative error about 0.4% per block), not its weights' expansion. Rows stay bitwise independent: each
+// row is rounded by itself, integer sums are exact, and each output is one row's float sum over its chunks in a fixed
+// order, whatever M and the other rows are.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
