@@ -47,7 +47,7 @@ void attend(const float* q, float* out, int64_t R, int64_t H, int64_t g, Run kp,
   for (int64_t r = 0; r < R; ++r) attn::scores(qs.data() + r * g, so.data() + r * g, g, ko[r], D);
   for (int64_t i = 0; i < n; ++i) {
     attn::soft_cap(ss[i], L, cap);
-    inv[i] = sinks ? attn::softmax(ss[i], L, sinks[i % g]) : attn::softmax(ss[i], L);
+    inv[i] = attn::softmax(ss[i], L, sinks ? sinks[i % g] : attn::NO_SINK);
   }
   const auto each_part = [&](auto fn) {
     for (int64_t r = 0; r < R; ++r)

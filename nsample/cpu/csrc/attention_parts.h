@@ -88,9 +88,10 @@ inline void soft_cap(float* s, int64_t L, float cap) {
 }
 
 // A query's L scores in s to e^(score - max), in place (past L, to the end of the last vector: zeros); returns 1 over
-// their sum. `sink`: one more score beside them, of an output of zero (gpt-oss's), in the max and the sum; -inf: none
-// (the sum then as without it, bitwise).
-inline float softmax(float* s, int64_t L, float sink = -std::numeric_limits<float>::infinity()) {
+// their sum. `sink`: one more score beside them, of an output of zero (gpt-oss's), in the max and the sum; NO_SINK
+// (-inf): none (e^-inf adds an exact zero, so the sum is bitwise as without it).
+inline constexpr float NO_SINK = -std::numeric_limits<float>::infinity();
+inline float softmax(float* s, int64_t L, float sink = NO_SINK) {
   const Vec lowest(-std::numeric_limits<float>::infinity());
   Vec top = lowest;
   for (int64_t j = 0; j < L; j += W) {  // past L: -inf lanes

@@ -29,13 +29,21 @@ inline void nibble_levels(const uint8_t* qs, const int8_t* table16, int8_t* out)
 }
 inline void iq4_levels(const uint8_t* qs, int8_t* out) { nibble_levels(qs, KVALUES, out); }
 
-// The sixteen levels as floats. On AVX-512, times a scale (exact products), a table each weight is one lane permute
-// of, its q the index (the permute reads only its low four bits), as Q4_K's Levels: where the levels went by as bytes,
-// widened and converted, one row of IQ4_XS took about 2x Q4_K's time (with the tables 1.6x, IQ4_NL 1.2x).
-alignas(64) inline constexpr float KVALUES_FLOAT[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                                       1,    13,   25,  38,  53,  69,  89,  113};
+// The sixteen levels as floats, made from the bytes at compile time. On AVX-512, times a scale (exact products), a
+// table each weight is one lane permute of, its q the index (the permute reads only its low four bits), as Q4_K's
+// Levels: where the levels went by as bytes, widened and converted, one row of IQ4_XS took about 2x Q4_K's time (with
+// the tables 1.6x, IQ4_NL 1.2x).
+struct Floats16 {
+  alignas(64) float f[16];
+};
+constexpr Floats16 floats16(const int8_t (&levels)[16]) {
+  Floats16 r{};
+  for (int i = 0; i < 16; ++i) r.f[i] = levels[i];
+  return r;
+}
+inline constexpr Floats16 KVALUES_FLOAT = floats16(KVALUES);
 #if defined(CPU_CAPABILITY_AVX512)
-inline Vec iq4_table(const Vec& scale) { return scale * Vec::loadu(KVALUES_FLOAT); }
+inline Vec iq4_table(const Vec& scale) { return scale * Vec::loadu(KVALUES_FLOAT.f); }
 #endif
 
 // A 32-weight block of nibbles packed as IQ4_NL's at qs, each the index of one of sixteen levels (`levels` as bytes,
@@ -58,14 +66,14 @@ inline void table_chunk(const uint8_t* qs, float scale, const int8_t* levels, co
 // IQ4_NL {half d; uint8 qs[16]}: d·KVALUES[q].
 struct IQ4_NL : Format<IQ4_NL> {
   static constexpr int64_t TYPE = 20, WEIGHTS = 32, BYTES = 18;
-  static void chunk(const uint8_t* b, int, Vec* w) { table_chunk(b + 2, half(b), KVALUES, KVALUES_FLOAT, w); }
+  static void chunk(const uint8_t* b, int, Vec* w) { table_chunk(b + 2, half(b), KVALUES, KVALUES_FLOAT.f, w); }
 };
 
 // MXFP4 {uint8 e; uint8 qs[16]} (OCP's microscaling FP4, gpt-oss's experts): each q an E2M1 value, doubled in the
 // table (MXFP4_LEVELS), times 2^(e - 128), ggml's e8m0_to_fp32_half (e < 2 a denormal). A power of two times a small
 // integer: exact, so gguf-py's dequantizer bitwise.
 alignas(16) inline constexpr int8_t MXFP4_LEVELS[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-alignas(64) inline constexpr float MXFP4_FLOATS[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline constexpr Floats16 MXFP4_FLOATS = floats16(MXFP4_LEVELS);
 inline float e8m0_half(uint8_t e) {
   const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
   float f;
@@ -75,7 +83,7 @@ inline float e8m0_half(uint8_t e) {
 struct MXFP4 : Format<MXFP4> {
   static constexpr int64_t TYPE = 39, WEIGHTS = 32, BYTES = 17;
   static void chunk(const uint8_t* b, int, Vec* w) {
-    table_chunk(b + 1, e8m0_half(b[0]), MXFP4_LEVELS, MXFP4_FLOATS, w);
+    table_chunk(b + 1, e8m0_half(b[0]), MXFP4_LEVELS, MXFP4_FLOATS.f, w);
   }
 };
 
