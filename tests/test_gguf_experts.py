@@ -150,3 +150,38 @@ def test_a_llama_file_with_experts_is_mixtral_and_one_that_does_not_say_how_many
     assert gguf_architectures.specialize(LlamaConfig(), "llama", {}.get).model_type == "llama"
     with pytest.raises(ValueError, match="no llama.expert_used_count"):
         gguf_architectures.specialize(LlamaConfig(), "llama", {"expert_count": 8}.get)
+
+
+@pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
+@pytest.mark.parametrize("activations", ["float32", "int8"])
+@torch.inference_mode()
+def test_gate_and_up_fused_in_one_tensor_are_read_as_its_halves_in_place(tmp_path, arch, activations):
+    """llama.cpp's converter can write the experts' gate and up as one tensor, ffn_gate_up_exps: each expert's gate
+    rows, then its up rows (gpt-oss's biases alike), which llama.cpp's graph splits into halves. nsample reads the
+    halves where the file holds them (views of the mapping, no copy) and computes the numbers of the same weights
+    written apart, bitwise: the logits on the modules and every drawn token and logprob on the C++ layer.
+    (llama-cpp-python 0.3.36 reads such files only for architectures nsample does not run; the files written apart
+    are checked against llama.cpp above.)"""
+    types = {kind: gq.Q4_K for kind in ("ffn_gate", "ffn_up", "ffn_gate_up", "ffn_gate_exps", "ffn_up_exps",
+                                        "ffn_gate_up_exps")} | {"ffn_down": gq.Q6_K, "ffn_down_exps": gq.Q6_K}
+    outputs = []
+    for fused in (False, True):
+        path = tiny_gguf.write_arch(tmp_path / f"tiny-{arch}-{fused}.gguf", arch, types, fused_gate_up=fused)
+        engine = nsample.load(str(path), decode_activations=activations)
+        try:
+            if activations == "int8" and not engine.int8_activations:
+                pytest.skip("no int8-activation kernels on this CPU")
+            experts = [m for m in engine.model.modules() if isinstance(m, GGUFExperts)]
+            assert experts and engine.runner.fused is not None
+            for m in experts:
+                gate, up = m.gate[3].blocks, m.up[3].blocks
+                assert m.gate[3].format == m.up[3].format == "Q4_K" and m.down[3].format == "Q6_K"
+                assert (up.data_ptr() - gate.data_ptr() == gate.numel()) == fused  # the next rows of one tensor
+                assert gate.untyped_storage().data_ptr() == up.untyped_storage().data_ptr()  # the file's mapping
+            logits = engine.model(IDS).logits[0]
+            out = engine.generate("Say hello.", n=2, seed=3, max_tokens=12, ignore_eos=True, logprobs=True)
+            outputs.append((logits, [(c.token_ids, [t.logprob for t in c.logprobs]) for c in out.choices]))
+        finally:
+            engine.close()
+    (apart, apart_choices), (fused_logits, fused_choices) = outputs
+    assert torch.equal(apart, fused_logits) and apart_choices == fused_choices

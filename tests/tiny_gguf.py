@@ -178,14 +178,16 @@ EXPERT_KEYS = {"num_experts": "expert_count", "num_local_experts": "expert_count
 
 def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, seed: int = 0,
                head_dim: int | None = None, rope_scaling: dict | None = None, rotary_dim: int | None = None,
-               extra_tensors: dict[str, torch.Tensor] | None = None, **config) -> Path:
+               extra_tensors: dict[str, torch.Tensor] | None = None, fused_gate_up: bool = False, **config) -> Path:
     """A tiny random model of `arch` (ARCHS; hidden 256, head dim 64 unless ARCHS or `head_dim` says) as llama.cpp's
     converter writes it: each tensor named by gguf-py's map, norms F32 (Gemma's stored as 1 + w, as its converter does
     them), the others in `types`' format for their kind (KINDS; F32 where not given); the embedded model's tokenizer.
     `rope_scaling`: {arch}.rope.<key> metadata, as write's; `rotary_dim`: {arch}.rope.dimension_count, where the
     rotary embedding turns part of each head (Phi-4-mini's 96 of 128); `extra_tensors`: F32 tensors by GGUF name
-    (Phi 3's LongRoPE factors, rope_factors_long.weight and rope_factors_short.weight); `config`: more of the
-    transformers config (sliding_window, max_position_embeddings ...)."""
+    (Phi 3's LongRoPE factors, rope_factors_long.weight and rope_factors_short.weight); `fused_gate_up`: the experts'
+    gate and up as one ffn_gate_up_exps (each expert's gate rows, then its up rows), as llama.cpp's converter writes
+    them with --fuse-gate-up-exps (gpt-oss's bias alike); `config`: more of the transformers config (sliding_window,
+    max_position_embeddings ...)."""
     import gguf
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -227,7 +229,7 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
     names = gguf.get_tensor_name_map(next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch), layers)
     for hf_name, w in model.state_dict().items():
         if model_type == "gpt_oss" and (parts := _gpt_oss_tensors(names, hf_name, w, rng)) is not None:
-            for name, part in parts:
+            for name, part in _fused(parts) if fused_gate_up else parts:
                 _add(writer, name, part, types.get(name.split(".")[-2], F32) if name.endswith(".weight") else F32)
             continue
         if hf_name == "lm_head.weight":
@@ -237,8 +239,9 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
         base, suffix = hf_name.rsplit(".", 1)
         if base.endswith(".experts"):  # (experts, rows, columns): gate and up fused in transformers, apart in a file
             parts = w.chunk(2, dim=1) if suffix == "gate_up_proj" else (w,)
-            for part, kind in zip(parts, ("gate_proj", "up_proj") if suffix == "gate_up_proj" else (suffix,)):
-                name = f"{names.get_name(f'{base}.{kind}')}.weight"
+            parts = [(f"{names.get_name(f'{base}.{kind}')}.weight", part)
+                     for part, kind in zip(parts, ("gate_proj", "up_proj") if suffix == "gate_up_proj" else (suffix,))]
+            for name, part in _fused(parts) if fused_gate_up else parts:
                 _add(writer, name, part, types.get(name.split(".")[-2].removesuffix("_exps"), F32))
             continue
         name = f"{names.get_name(base)}.{suffix}"
@@ -252,6 +255,18 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
         kind = name.split(".")[-2] if name.startswith("blk.") else name.split(".")[0]
         _add(writer, name, w, types.get(kind.removesuffix("_shexp"), F32))  # a shared expert as the MLP
     return _finish(writer, path)
+
+
+def _fused(parts: list[tuple[str, torch.Tensor]]) -> list[tuple[str, torch.Tensor]]:
+    """The experts' gate and up tensors (or biases) of `parts`, (name, tensor) pairs, as one ffn_gate_up_exps, each
+    expert's gate rows then its up rows; the others as they are."""
+    by_name = dict(parts)
+    gate = next((name for name in by_name if ".ffn_gate_exps." in name), None)
+    if gate is None:
+        return parts
+    up = gate.replace(".ffn_gate_exps.", ".ffn_up_exps.")
+    fused = torch.cat([by_name.pop(gate), by_name.pop(up)], dim=1)
+    return [(gate.replace(".ffn_gate_exps.", ".ffn_gate_up_exps."), fused), *by_name.items()]
 
 
 def _gpt_oss_tensors(names, hf_name: str, w: torch.Tensor, rng: torch.Generator) -> list | None:

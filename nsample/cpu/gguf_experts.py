@@ -2,8 +2,9 @@
 and gpt-oss.
 
 A file holds each layer's experts as three 3-D tensors, (experts, rows, row bytes): ffn_gate_exps, ffn_up_exps and
-ffn_down_exps (gpt-oss's with a bias each, (experts, rows)). transformers' own GGUF loading dequantizes them into its
-fused float32 parameters (gate_up_proj, with gate and up interleaved, and down_proj: 4 bytes a weight, 120 GB for
+ffn_down_exps (gpt-oss's with a bias each, (experts, rows)), or gate and up as one, ffn_gate_up_exps (each expert's
+gate rows, then its up rows), read as its two halves in place. transformers' own GGUF loading dequantizes them into
+its fused float32 parameters (gate_up_proj, with gate and up interleaved, and down_proj: 4 bytes a weight, 120 GB for
 Qwen3-30B-A3B). Here each expert's projection is a GGUFLinear on its slice of the mapped file's rows (with its row of
 the bias), so an expert costs nothing until a token is routed to it and then what its blocks cost, as in llama.cpp.
 The router (ffn_gate_inp, float32 in llama.cpp's files) is a GGUFLinear too, so each row's routing, like its experts'
@@ -73,17 +74,16 @@ class GGUFExperts(nn.Module):
 
     def __init__(self, tensors: dict[str, tuple[torch.Tensor, int, int]], num_experts: int, act_fn: nn.Module,
                  biases: dict[str, torch.Tensor] | None = None, swiglu: tuple[float, float] | None = None):
-        """tensors: kind (KINDS) -> (the tensor's rows (experts * rows, row bytes), ggml type, columns); biases: kind
-        -> float32 (experts, rows), where the file has them; swiglu: gpt-oss's (alpha, limit) (clamped_swiglu), else
-        act_fn(gate) · up."""
+        """tensors: kind (KINDS) -> (the blocks (experts, rows, row bytes), each expert's rows contiguous (gate and up
+        may be views of the halves of a fused gate|up), ggml type, columns); biases: kind -> float32 (experts, rows),
+        where the file has them; swiglu: gpt-oss's (alpha, limit) (clamped_swiglu), else act_fn(gate) · up."""
         super().__init__()
         self.num_experts, self.act_fn, self.tensors, self.swiglu = num_experts, act_fn, tensors, swiglu
         self.biases = biases or {}
         for kind in KINDS:
             raw, type_id, K = tensors[kind]
-            rows, bias = len(raw) // num_experts, self.biases.get(kind)
-            setattr(self, kind, nn.ModuleList(GGUFLinear(raw[e * rows:(e + 1) * rows], type_id, K,
-                                                         None if bias is None else bias[e])
+            bias = self.biases.get(kind)
+            setattr(self, kind, nn.ModuleList(GGUFLinear(raw[e], type_id, K, None if bias is None else bias[e])
                                               for e in range(num_experts)))
         self._kernels = {}
 

@@ -46,8 +46,8 @@ VERSION = "gguf5"  # of the metadata entries: gguf2 added the rope scaling (rope
 OLDER = ("gguf", "gguf2", "gguf3", "gguf4")  # earlier versions' entries, removed when a file's entry is made again
 NAMES = "gguf_names.json"
 Q8_0 = 8
-EXPERT_TENSOR = re.compile(r"\.ffn_(gate|up|down)_exps\.(weight|bias)$")  # a layer's experts, (experts, rows, row
-# bytes), and gpt-oss's biases of them, (experts, rows)
+EXPERT_TENSOR = re.compile(r"\.ffn_(gate_up|gate|up|down)_exps\.(weight|bias)$")  # a layer's experts, (experts,
+# rows, row bytes), gate and up apart or fused, and gpt-oss's biases of them, (experts, rows)
 
 
 def metadata(path: Path, cache: Path) -> Path:
@@ -230,18 +230,26 @@ def _experts_module(names: dict[str, str], layer: str) -> str:
 
 
 def _install_experts(model: nn.Module, name: str, parts: dict[tuple[str, str], tuple[torch.Tensor, int]]) -> None:
-    """A layer's experts (transformers' module `name`) on the file's ffn_{gate,up,down}_exps rows; `parts`: (kind,
-    "weight" or "bias") -> (rows, ggml type)."""
+    """A layer's experts (transformers' module `name`) on the file's ffn_{gate,up,down}_exps rows (or
+    ffn_gate_up_exps's and ffn_down_exps's); `parts`: (kind, "weight" or "bias") -> (rows, ggml type)."""
     module = model.get_submodule(name)
     weights = {kind: part for (kind, what), part in parts.items() if what == "weight"}
-    if not gguf_experts.is_experts(module) or set(weights) != set(gguf_experts.KINDS):
+    if not gguf_experts.is_experts(module) or set(weights) not in ({*gguf_experts.KINDS}, {"gate_up", "down"}):
         raise ValueError(f"{name}: experts of {type(module).__name__} with tensors {sorted(parts)} are not handled")
-    hidden = model.config.hidden_size  # gate and up read it; down an expert's size, whichever way round the module
-    columns = {"gate": hidden, "up": hidden, "down": module.down_proj.numel() // module.num_experts // hidden}
-    tensors = {kind: (*_readable(raw, type_id, columns[kind]), columns[kind])  # all experts at once
-               for kind, (raw, type_id) in weights.items()}
-    biases = {kind: _dense_raw(raw, type_id).view(module.num_experts, -1)
+    E, hidden = module.num_experts, model.config.hidden_size  # gate and up read it; down an expert's size, whichever
+    columns = {"gate": hidden, "up": hidden, "gate_up": hidden,  # way round the module holds it
+               "down": module.down_proj.numel() // E // hidden}
+    tensors = {}
+    for kind, (raw, type_id) in weights.items():  # all experts at once, as (experts, rows, row bytes)
+        raw, type_id = _readable(raw, type_id, columns[kind])
+        tensors[kind] = raw.view(E, -1, raw.shape[-1]), type_id, columns[kind]
+    biases = {kind: _dense_raw(raw, type_id).view(E, -1)
               for (kind, what), (raw, type_id) in parts.items() if what == "bias"}
+    if "gate_up" in tensors:  # fused: each expert's gate rows, then its up rows; the halves are views, not copies
+        raw, *rest = tensors.pop("gate_up")
+        tensors["gate"], tensors["up"] = ((half, *rest) for half in raw.chunk(2, dim=1))
+    if "gate_up" in biases:
+        biases["gate"], biases["up"] = biases.pop("gate_up").chunk(2, dim=1)
     swiglu = (module.alpha, module.limit) if hasattr(module, "limit") else None  # gpt-oss's
     parent, child = _parent_of(model, name)
     setattr(parent, child, GGUFExperts(tensors, module.num_experts, getattr(module, "act_fn", None), biases, swiglu))

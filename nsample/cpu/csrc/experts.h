@@ -17,7 +17,8 @@ struct Experts {
   at::Tensor operator()(const at::Tensor& x, const at::Tensor& experts, const at::Tensor& weights) const;
 };
 
-// The experts of one layer: each tensor's rows (experts · rows, row bytes) and ggml type; int8 activations for the
+// The experts of one layer: each tensor's blocks (experts, rows, row bytes), each expert's rows contiguous (gate and
+// up may be the two halves of a file's fused ffn_gate_up_exps), and ggml type; int8 activations for the
 // gate|up and the down projections where their formats have the kernels (q8_linear.cpp); gpt-oss's biases (experts,
 // 2F) of gate|up and (experts, H) of down, and its SwiGLU's {alpha, limit}.
 Experts gguf_experts(const at::Tensor& gate, int64_t gate_type, const at::Tensor& up, int64_t up_type,

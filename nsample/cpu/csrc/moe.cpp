@@ -15,10 +15,10 @@ Experts gguf_experts(const at::Tensor& gate, int64_t gate_type, const at::Tensor
                      const at::Tensor& down, int64_t down_type, int64_t num_experts, bool q8_gate_up, bool q8_down,
                      const c10::optional<at::Tensor>& gate_up_bias, const c10::optional<at::Tensor>& down_bias,
                      std::vector<double> swiglu) {
-  TORCH_CHECK(num_experts > 0 && gate.dim() == 2 && gate.size(0) % num_experts == 0 && up.dim() == 2 &&
-                  up.size(0) == gate.size(0) && down.dim() == 2 && down.size(0) % num_experts == 0,
-              "gguf_experts: gate and up of experts · F rows, down of experts · H rows");
-  const int64_t F = gate.size(0) / num_experts, H = down.size(0) / num_experts;
+  TORCH_CHECK(num_experts > 0 && gate.dim() == 3 && gate.size(0) == num_experts && up.dim() == 3 &&
+                  up.sizes().slice(0, 2) == gate.sizes().slice(0, 2) && down.dim() == 3 && down.size(0) == num_experts,
+              "gguf_experts: gate and up (experts, F, row bytes), down (experts, H, row bytes)");
+  const int64_t F = gate.size(1), H = down.size(1);
   TORCH_CHECK(!gate_up_bias || gate_up_bias->sizes() == at::IntArrayRef({num_experts, 2 * F}),
               "gguf_experts: a gate|up bias of (experts, 2F)");
   TORCH_CHECK(!down_bias || down_bias->sizes() == at::IntArrayRef({num_experts, H}),
@@ -29,9 +29,9 @@ Experts gguf_experts(const at::Tensor& gate, int64_t gate_type, const at::Tensor
   };
   Experts experts{{}, {}, F, std::move(swiglu)};
   for (int64_t e = 0; e < num_experts; ++e) {
-    experts.gate_up.push_back(gguf_block_linear({gate.narrow(0, e * F, F), up.narrow(0, e * F, F)},
-                                                {gate_type, up_type}, row(gate_up_bias, e), q8_gate_up));
-    experts.down.push_back(gguf_block_linear({down.narrow(0, e * H, H)}, {down_type}, row(down_bias, e), q8_down));
+    experts.gate_up.push_back(gguf_block_linear({gate[e], up[e]}, {gate_type, up_type}, row(gate_up_bias, e),
+                                                q8_gate_up));
+    experts.down.push_back(gguf_block_linear({down[e]}, {down_type}, row(down_bias, e), q8_down));
   }
   return experts;
 }
