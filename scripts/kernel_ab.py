@@ -9,7 +9,8 @@ stream from memory as in a decode step. A build's extra compiler flags go in EXT
 Usage: python scripts/kernel_ab.py --isa avx2 --rows 1 8 --threads 2 [--copies 8] \
            [--shapes 12x5632x2048 14x2048x5632] --builds old=/tmp/old/nsample/cpu/csrc new=nsample/cpu/csrc
 A shape is TYPExNxK, TYPE a ggml type id: 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 10 Q2_K, 11 Q3_K, 12 Q4_K, 13 Q5_K,
-14 Q6_K, 16 IQ2_XXS, 17 IQ2_XS, 18 IQ3_XXS, 19 IQ1_S, 20 IQ4_NL, 21 IQ3_S, 22 IQ2_S, 23 IQ4_XS, 29 IQ1_M.
+14 Q6_K, 16 IQ2_XXS, 17 IQ2_XS, 18 IQ3_XXS, 19 IQ1_S, 20 IQ4_NL, 21 IQ3_S, 22 IQ2_S, 23 IQ4_XS, 29 IQ1_M,
+39 MXFP4.
 """
 import argparse
 import os
@@ -26,7 +27,8 @@ from nsample.cpu.instruction_sets import ISA_FLAGS
 
 SCALES = {2: (0,), 8: (0,), 6: (0,), 3: (0, 2), 7: (0, 2), 10: (80, 82), 11: (108,), 12: (0, 2), 13: (0, 2),
           14: (208,), 16: (0,), 17: (0,), 18: (0,), 19: (0,), 20: (0,), 21: (0,), 22: (0,), 23: (0,),
-          29: ()}  # fp16 scale offsets (IQ1_M's d is the top nibbles of its scales, left random)
+          29: (), 39: ()}  # fp16 scale offsets (IQ1_M's d is the top nibbles of its scales, left random)
+E8M0 = {39: 0}  # MXFP4's scale byte, a power of two: set to 2^-8 (random bytes reach 2^127)
 
 
 def build(name: str, csrc: Path, isa: str):
@@ -52,6 +54,8 @@ def random_blocks(kind: int, N: int, K: int, g: torch.Generator) -> torch.Tensor
     half = torch.tensor([0.01], dtype=torch.float16).view(torch.uint8)
     for at in SCALES[kind]:
         b[..., at:at + 2] = half
+    if kind in E8M0:
+        b[..., E8M0[kind]] = 120
     return b.reshape(N, -1).contiguous()
 
 
