@@ -46,7 +46,7 @@ def build(layer: nn.Module, ops, prefill: bool, joined) -> Moe:
     (fused_decode._joined)."""
     mlp = layer.mlp
     children = set(dict(mlp.named_children()))
-    router = mlp.gate if hasattr(mlp, "gate") else getattr(mlp, "router", None)
+    router = gguf_experts.block_router(mlp)
     if (children not in ({"experts", "gate"}, {"experts", "router"},
                          {"experts", "gate", "shared_expert", "shared_expert_gate"})
             or not isinstance(mlp.experts, GGUFExperts) or not isinstance(router, GGUFRouter)

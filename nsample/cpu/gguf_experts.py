@@ -137,5 +137,11 @@ def router_of(module: nn.Module, linear: GGUFLinear) -> GGUFRouter:
                       top_k_first=kind == "top_k_first")
 
 
+def block_router(block: nn.Module) -> nn.Module | None:
+    """A mixture-of-experts block's router module: Qwen's and Mixtral's `gate`, gpt-oss's `router` (None: neither).
+    Looked up by name, never by a truth value of modules."""
+    return block.gate if hasattr(block, "gate") else getattr(block, "router", None)
+
+
 def is_experts(module: nn.Module) -> bool:
     return type(module).__name__ in EXPERTS

@@ -5,7 +5,7 @@ import re
 from torch import nn
 
 from nsample.cpu import kernels
-from nsample.cpu.gguf_experts import KINDS, GGUFExperts, GGUFRouter
+from nsample.cpu.gguf_experts import KINDS, GGUFExperts, GGUFRouter, block_router
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
 from nsample.cpu.int8_linear import Int8Embedding, Int8Linear
 
@@ -39,7 +39,7 @@ def _unread_expert_bytes(block: nn.Module) -> float:
     """The bytes of a mixture-of-experts block's experts one token does not read (all but its router's top k: Qwen's
     `gate`, gpt-oss's `router`)."""
     experts = getattr(block, "experts", None)
-    router = block.gate if hasattr(block, "gate") else getattr(block, "router", None)
+    router = block_router(block)
     if not isinstance(experts, GGUFExperts) or not isinstance(router, GGUFRouter):
         return 0
     nbytes = sum(m.blocks.numel() for kind in KINDS for m in getattr(experts, kind))
