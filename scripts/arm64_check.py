@@ -1,8 +1,9 @@
 """nsample's ARM64 (NEON) kernels, cross-compiled here and tested under qemu-aarch64: no ARM machine needed.
 
-The kernels' tests (by default tests/test_gguf_formats.py, test_race_kernel.py, test_fused_decode.py and
-test_gguf_model.py) run on an aarch64 Python under user-mode emulation, with the kernels built for `neon` exactly
-as nsample builds them on an ARM64 Linux machine (instruction_sets.ISA_FLAGS, torch's include paths and libraries),
+The kernels' tests (by default tests/test_gguf_formats.py, test_q8_linear.py, test_race_kernel.py,
+test_fused_decode.py and test_gguf_model.py) run on an aarch64 Python under user-mode emulation, with the kernels
+built for `neon`, or with --isa neondot for ARMv8.2's dot product (qemu's CPU has it), exactly as nsample builds them
+on an ARM64 Linux machine (instruction_sets.ISA_FLAGS, torch's include paths and libraries),
 but by the x86-64 host's cross-compiler, as a compiler under emulation would be many times slower. What it checks
 is what the tests check (the expanded weights equal gguf-py's bitwise, products within float32 accuracy, rows
 bitwise independent, the fused decode equal to transformers' forward), on ARM64's instruction set; it says nothing
@@ -22,7 +23,8 @@ With --clang the kernels are compiled by clang (--target=aarch64-linux-gnu) inst
 LLVM's OpenMP runtime (Debian's arm64 libomp5-14) as torch's macOS wheels run on it: what can be checked of an Apple
 silicon build without a Mac (Apple's clang is LLVM's with its own patches and versions; macOS's linker is not run).
 
-Usage: python scripts/arm64_check.py [--work DIR] [--clang] [pytest arguments, default: the kernels' test files]
+Usage: python scripts/arm64_check.py [--work DIR] [--clang] [--isa neon|neondot] [pytest arguments, default: the
+kernels' test files]
 """
 import argparse
 import os
@@ -40,8 +42,8 @@ from nsample.models.embedded import EMBEDDED_PACKAGE, INSTALL_HINT  # noqa: E402
 
 TORCH = "2.10.0"
 LLAMA_CPP = "0.3.36"  # the test dependency's version (Makefile): its ggml quantizes the fixtures
-TESTS = ["tests/test_gguf_formats.py", "tests/test_race_kernel.py", "tests/test_fused_decode.py",
-         "tests/test_gguf_model.py"]
+TESTS = ["tests/test_gguf_formats.py", "tests/test_q8_linear.py", "tests/test_race_kernel.py",
+         "tests/test_fused_decode.py", "tests/test_gguf_model.py"]
 DEBS = ["python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib", "libpython3.11", "libpython3.11-dev",
         "libc6", "libstdc++6", "libgcc-s1", "libgomp1", "zlib1g", "libffi8", "libexpat1", "libssl3", "libbz2-1.0",
         "liblzma5", "libsqlite3-0", "libuuid1", "libncursesw6", "libtinfo6", "libreadline8", "libcrypt1", "libdb5.3",
@@ -130,14 +132,15 @@ def quantizer(work: Path) -> Path:
     return fake
 
 
-def kernels(work: Path, root: Path, target: Path, clang: bool) -> Path:
-    """nsample's kernels for neon, compiled as torch's cpp_extension compiles them on an ARM64 machine: by GCC, or
-    by clang (LLVM's OpenMP runtime, libomp, from Debian's arm64 package into the root), the compiler of macOS."""
-    torch_dir, out = target / "torch", work / ("kernels-clang" if clang else "kernels")
+def kernels(work: Path, root: Path, target: Path, clang: bool, isa: str) -> Path:
+    """nsample's kernels for `isa` (neon or neondot), compiled as torch's cpp_extension compiles them on an ARM64
+    machine: by GCC, or by clang (LLVM's OpenMP runtime, libomp, from Debian's arm64 package into the root), the
+    compiler of macOS."""
+    torch_dir, out = target / "torch", work / f"kernels-{isa}{'-clang' if clang else ''}"
     out.mkdir(exist_ok=True)
     cxx = (["clang++", "--target=aarch64-linux-gnu"] if clang
            else ["aarch64-linux-gnu-g++", "-Wno-psabi"])  # psabi: GCC's note on a pair's ABI change in GCC 10
-    cflags, ldflags = flags("neon")
+    cflags, ldflags = flags(isa)
     if clang:
         libomp = root / "usr/lib/llvm-14/lib"
         ldflags = ["-fopenmp", f"-L{libomp}", "-Wl,-rpath,/usr/lib/llvm-14/lib"]  # the root is qemu's -L prefix
@@ -146,14 +149,14 @@ def kernels(work: Path, root: Path, target: Path, clang: bool) -> Path:
             run("dpkg", "-x", next((work / "debs").glob("libomp5-14_*_arm64.deb")), root)
         if not (libomp / "libomp.so").exists():  # what -lomp links; the package holds libomp.so.5 alone
             (libomp / "libomp.so").symlink_to("libomp.so.5")
-    compile_flags = ["-DTORCH_EXTENSION_NAME=nsample_kernels_neon", "-DTORCH_API_INCLUDE_EXTENSION_H",
+    compile_flags = [f"-DTORCH_EXTENSION_NAME=nsample_kernels_{isa}", "-DTORCH_API_INCLUDE_EXTENSION_H",
                      "-isystem", torch_dir / "include", "-isystem", torch_dir / "include/torch/csrc/api/include",
                      "-isystem", root / "usr/include/python3.11", "-isystem", root / "usr/include", "-fPIC",
                      "-std=c++20", *cflags]
     objects = [out / f"{source.stem}.o" for source in SOURCES]
     with ThreadPoolExecutor(os.cpu_count()) as pool:
         list(pool.map(lambda s, o: run(*cxx, *compile_flags, "-c", s, "-o", o), SOURCES, objects))
-    so = out / "nsample_kernels_neon.so"
+    so = out / f"nsample_kernels_{isa}.so"
     run(*cxx, *objects, "-shared", f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
         *ldflags, "-o", so)
     return so
@@ -163,20 +166,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache/nsample/arm64")
     ap.add_argument("--clang", action="store_true", help="build the kernels with clang, not GCC")
+    ap.add_argument("--isa", choices=["neon", "neondot"], default="neon",
+                    help="the kernels' instruction set: NEON alone, or with ARMv8.2's dot product (qemu runs both)")
     args, pytest_args = ap.parse_known_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     tools(args.clang)
     root, target = python_root(work), site(work)
-    fake, so = quantizer(work), kernels(work, root, target, args.clang)
+    fake, so = quantizer(work), kernels(work, root, target, args.clang, args.isa)
     (work / "home").mkdir(exist_ok=True)
     path = os.pathsep.join(map(str, [ROOT / "scripts", fake, ROOT, ROOT / "tests", target]))
-    env = {"PYTHONPATH": path, "NSAMPLE_ARM64_KERNELS": so, "HOME": work / "home", "HF_HUB_OFFLINE": 1,
+    env = {"PYTHONPATH": path, "NSAMPLE_ARM64_KERNELS": so, "NSAMPLE_ARM64_ISA": args.isa, "NSAMPLE_ISA": args.isa,
+           "HOME": work / "home", "HF_HUB_OFFLINE": 1,
            "NSAMPLE_CACHE_DIR": work / "home/nsample"}
     qemu = ["qemu-aarch64-static", "-L", root, *[a for k, v in env.items() for a in ("-E", f"{k}={v}")],
             root / "usr/bin/python3.11", "-m", "pytest", "-p", "arm64_prebuilt", "-p", "no:cacheprovider",
             *(pytest_args or ["-q", *TESTS])]
-    print(f"host {sysconfig.get_platform()}, emulated aarch64, torch {TORCH}, kernels by {so.parent.name}", flush=True)
+    print(f"host {sysconfig.get_platform()}, emulated aarch64, torch {TORCH}, kernels {args.isa} by {so.parent.name}",
+          flush=True)
     return subprocess.run(qemu, cwd=ROOT).returncode
 
 

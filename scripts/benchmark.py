@@ -29,7 +29,7 @@ the same file. Above each model's table it prints, once:
   - the decode path of every layer kind and the weight bytes read per decode step: nsample's, as
     nsample.cpu.weights_report.describe() gives them ("-" without it), and the GGUF's own tensor types and bytes.
 Usage: python scripts/benchmark.py [--model M | --gguf FILE [FILE ...]] [--methods fast llama ...]
-       [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64] [--isa avx2|avxvnni|avx512|avx512vnni|neon]
+       [--prompts 16 512 1024] [--n 1 4 8 16] [--new-tokens 64] [--isa avx2|avxvnni|avx512|avx512vnni|neon|neondot]
        [--rounds K] [--device cuda] [--dtype bfloat16] [--decode-width W]
 With --rounds K (for a busy machine, whose speed moves by tens of percent from minute to minute), each row runs every
 method K times, alternated, and shows each method's median run and the range of the rounds' fast/llama ratios.

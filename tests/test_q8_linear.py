@@ -1,5 +1,5 @@
-"""Decode on a GGUF's blocks with int8 activations (nsample/cpu/csrc/q8_linear.cpp, q8_formats.h), format by format,
-on weights quantized by llama.cpp itself: activations that int8 holds exactly give x · Wᵀ to float32 accuracy (so
+"""Decode on a GGUF's blocks with int8 activations (nsample/cpu/csrc/q8_linear.cpp, q8_formats.h; on ARM64
+q8_neon.h, run under emulation by scripts/arm64_check.py), format by format, on weights quantized by llama.cpp itself: activations that int8 holds exactly give x · Wᵀ to float32 accuracy (so
 every format's unpacking is right), any others stay within the rounding's own bound, and each row is bitwise its
 own whatever rows come with it."""
 import ggml_quantizer
@@ -18,10 +18,10 @@ QUANTIZED = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q2_K": 10, 
 N = 10  # not a multiple of the kernel's groups of 4 columns
 
 
-@pytest.fixture(scope="module", params=[isa for isa in kernels.runnable() if isa != "neon"] or [None])
+@pytest.fixture(scope="module", params=kernels.runnable() or [None])
 def ops(request):
-    """The kernels built for each x86 instruction set this CPU runs (AVX2, AVX-VNNI, AVX-512, AVX-512 VNNI): each
-    compiles its own dot products."""
+    """The kernels built for each instruction set this CPU runs (x86: AVX2, AVX-VNNI, AVX-512, AVX-512 VNNI; ARM64:
+    NEON, and NEON with ARMv8.2's dot product): each compiles its own dot products."""
     with forced_isa(request.param or "auto") as ops:
         if ops is None or not ops.q8_available():
             pytest.skip(f"no int8-activation kernels here (instruction set {request.param})")

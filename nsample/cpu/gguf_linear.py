@@ -123,12 +123,14 @@ class GGUFLinear(nn.Module):
 
 def int8_activations(mode: str) -> bool:
     """Whether EngineConfig.decode_activations `mode` (float32 or int8) decodes a GGUF's blocks on int8 activations;
-    int8 where this machine's kernels have none (they need x86 with AVX2) is an error, not a silent float32."""
+    int8 where this machine's kernels have none (they need x86 with AVX2, or ARM64) is an error, not a silent
+    float32."""
     if mode not in ("float32", "int8"):
         raise ValueError(f"decode_activations must be float32 or int8; got {mode!r}")
     ops = kernels.ops()
     if mode == "int8" and (ops is None or not ops.q8_available()):
-        raise ValueError("decode_activations='int8' needs nsample's kernels on an x86 CPU with AVX2; use 'float32'")
+        raise ValueError("decode_activations='int8' needs nsample's kernels (an x86 CPU with AVX2, or ARM64); use "
+                         "'float32'")
     return mode == "int8"
 
 

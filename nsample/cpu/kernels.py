@@ -7,15 +7,16 @@ where they cannot be.
   on a GGUF's own blocks, read as the file holds them (gguf_model.py): the decode product, and the blocks expanded
   to float32.
 - q8_block.h, q8_formats.h, q8_kquants.h, q8_rows.h, q8_tile_x86.h, q8_linear.cpp, q8_quantize.cpp: the decode
-  product with the activations rounded to int8 (x86).
+  product with the activations rounded to int8 (x86; on ARM64 q8_neon.h, q8_neon_kquants.h and q8_tile_neon.h).
 - linear.cpp: a decode-time linear layer of either kind; decode_layer.cpp and attention.cpp: the rest of a Llama-style
   layer's decode step around it (fused_decode.py); vec_math.h: their e^x and dot product; experts.h, moe.cpp: a
   mixture of experts' layer on a GGUF's expert tensors (gguf_experts.py).
 - race.cpp: the sampler's exponential race (nsample/engine/sampler.py), one pass a row.
 The sources are written once on torch's portable vector layer (`at::vec::Vectorized`, what torch's own CPU kernels
 use) and compiled per instruction set: AVX-512 or AVX2 (with FMA and F16C) on x86-64, each with VNNI's integer dot
-products for the int8-activation kernels where the CPU has them, NEON on ARM64. The set is picked at run time from
-what this CPU and torch support (`isa()`), or forced with NSAMPLE_ISA=avx2|avxvnni|avx512|avx512vnni|neon.
+products for the int8-activation kernels where the CPU has them, NEON on ARM64 (with ARMv8.2's dot product, neondot,
+where the CPU has it). The set is picked at run time from
+what this CPU and torch support (`isa()`), or forced with NSAMPLE_ISA=avx2|avxvnni|avx512|avx512vnni|neon|neondot.
 They are compiled (g++, or clang with OpenMP as openmp() says, macOS's included, and ninja; a few minutes on 2
 cores) the first time a quantized model loads, into $TORCH_EXTENSIONS_DIR (else ~/.cache/torch_extensions), keyed
 by torch version and instruction set; later loads take the built library; `nsample build-kernels` builds them
@@ -66,7 +67,7 @@ def isa() -> str | None:
 def runnable() -> list[str]:
     """Every instruction set this CPU runs the kernels in, best last (an AVX-512 machine runs AVX2 too)."""
     if platform.machine().lower() in ("arm64", "aarch64"):
-        return ["neon"]
+        return ["neon", "neondot"] if _dot_product() else ["neon"]
     best = TORCH_CAPABILITY.get(torch.backends.cpu.get_cpu_capability())
     found = {"avx2": best is not None, "avxvnni": best is not None and _avx_vnni(), "avx512": best == "avx512",
              "avx512vnni": best == "avx512" and getattr(torch.cpu, "_is_vnni_supported", lambda: False)()}
@@ -75,6 +76,18 @@ def runnable() -> list[str]:
 
 def _best() -> str | None:
     return (runnable() or [None])[-1]
+
+
+@functools.cache
+def _dot_product() -> bool:
+    """ARMv8.2's int8 dot product (sdot) on an ARM64 Linux CPU, from its CPU flags (asimddp: Graviton 2 on, Neoverse,
+    Cortex-A76 on). On macOS the neon build has it already: Apple's clang builds for Apple's cores, which all have it."""
+    if sys.platform == "darwin":
+        return False
+    try:
+        return "asimddp" in Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
 
 
 @functools.cache

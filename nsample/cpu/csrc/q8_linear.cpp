@@ -1,8 +1,9 @@
 // Decode-time linear layers on a GGUF file's blocks with int8 activations, as llama.cpp computes them: each activation
 // row rounded to int8 (q8_quantize.cpp) (d = max|x| / 127, q = round(x / d)) in blocks of 32 for the 32-weight formats
 // (llama.cpp's Q8_0) and of 256 for the K-quants (its Q8_K, with each 16's sum of q beside), integer dot products with
-// the weights' small integers (vpmaddubsw, vpmaddwd; with VNNI, vpdpbusd and vpdpwssd), scaled in float once per 32
-// weights, or for a K-quant once per 256 (q8_formats.h, q8_kquants.h). Where AVX-512 is built, a K-quant block goes
+// the weights' small integers (vpmaddubsw, vpmaddwd; with VNNI, vpdpbusd and vpdpwssd; on ARM64 sdot or a widening
+// multiply: q8_tile_neon.h), scaled in float once per 32 weights, or for a K-quant once per 256 (q8_formats.h,
+// q8_kquants.h; on ARM64 q8_neon.h, q8_neon_kquants.h). Where AVX-512 is built, a K-quant block goes
 // two chunks of 32 an instruction (512-bit registers), which Intel's server cores run at twice the 256-bit rate. The
 // weights are never expanded to float32, so a step costs some three instructions per 32 weights and row instead of
 // the float kernel's (gguf_linear.cpp) expansion and a multiply-add per weight and row. Numbers: a row's activations
@@ -19,10 +20,12 @@
 #include "gguf_formats.h"
 #include "linear.h"
 #include "q8_formats.h"
+#include "q8_neon.h"
 #include "q8_rows.h"
+#include "q8_tile_neon.h"
 #include "q8_tile_x86.h"
 
-#if defined(NSAMPLE_Q8_X86)
+#if defined(NSAMPLE_Q8_X86) || defined(NSAMPLE_Q8_NEON)
 namespace {
 
 using namespace q8;
@@ -71,7 +74,7 @@ void decode(const Rows& x, int64_t M, const uint8_t* w, int64_t N, float* y, int
 #endif
 
 bool q8_available() {
-#if defined(__AVX2__)
+#if defined(NSAMPLE_Q8_X86) || defined(NSAMPLE_Q8_NEON)
   return true;
 #else
   return false;
@@ -79,7 +82,7 @@ bool q8_available() {
 }
 
 bool q8_readable(int64_t type) {
-#if defined(__AVX2__)
+#if defined(NSAMPLE_Q8_X86) || defined(NSAMPLE_Q8_NEON)
   return q8::with_format(type, [](auto, auto) {});
 #else
   (void)type;
@@ -98,7 +101,7 @@ void gguf_decode_q8_into(const std::vector<at::Tensor>& xq, const at::Tensor& bl
   TORCH_CHECK(y.dim() == 2 && y.size(0) == M && y.size(1) == N && y.stride(1) == 1 && y.scalar_type() == at::kFloat,
               "y: float (M, N) with unit column stride");
   TORCH_CHECK(!bias.has_value() || (bias->numel() == N && bias->is_contiguous()), "bias: contiguous float (N,)");
-#if defined(__AVX2__)
+#if defined(NSAMPLE_Q8_X86) || defined(NSAMPLE_Q8_NEON)
   const Rows x{xq[0].data_ptr<int8_t>(), xq[1].data_ptr<float>(), xq[2].data_ptr<float>(),
                xq[3].data_ptr<int16_t>(), K};
   const float* bp = bias.has_value() ? bias->data_ptr<float>() : nullptr;
@@ -111,7 +114,7 @@ void gguf_decode_q8_into(const std::vector<at::Tensor>& xq, const at::Tensor& bl
   TORCH_CHECK(known, "GGUF type ", type, " has no int8-activation kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K to Q6_K, ",
               "IQ4_NL, IQ4_XS and MXFP4 do)");
 #else
-  TORCH_CHECK(false, "int8 activations need x86 AVX2 (this build has no such kernel)");
+  TORCH_CHECK(false, "int8 activations need x86 AVX2 or ARM64 NEON (this build has no such kernel)");
 #endif
 }
 

@@ -4,7 +4,9 @@
 #include <cstdint>
 
 #if defined(__AVX2__)
-#define NSAMPLE_Q8_X86 1
+#define NSAMPLE_Q8_X86 1  // q8_tile_x86.h
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#define NSAMPLE_Q8_NEON 1  // q8_tile_neon.h
 #endif
 
 namespace q8 {
