@@ -8,7 +8,6 @@ import os
 from nsample.cpu import kernels
 from nsample.request import Request
 
-
 ISA = os.environ.get("NSAMPLE_ARM64_ISA", "neon")  # the set the library was built for (arm64_check.py --isa)
 
 

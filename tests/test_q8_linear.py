@@ -1,7 +1,7 @@
 """Decode on a GGUF's blocks with int8 activations (nsample/cpu/csrc/q8_linear.cpp, q8_formats.h; on ARM64
-q8_neon.h, run under emulation by scripts/arm64_check.py), format by format, on weights quantized by llama.cpp itself: activations that int8 holds exactly give x · Wᵀ to float32 accuracy (so
-every format's unpacking is right), any others stay within the rounding's own bound, and each row is bitwise its
-own whatever rows come with it."""
+q8_neon.h, run under emulation by scripts/arm64_check.py), format by format, on weights quantized by llama.cpp
+itself: activations that int8 holds exactly give x · Wᵀ to float32 accuracy (so every format's unpacking is right),
+any others stay within the rounding's own bound, and each row is bitwise its own whatever rows come with it."""
 import ggml_quantizer
 import gguf
 import numpy as np

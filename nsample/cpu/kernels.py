@@ -80,8 +80,9 @@ def _best() -> str | None:
 
 @functools.cache
 def _dot_product() -> bool:
-    """ARMv8.2's int8 dot product (sdot) on an ARM64 Linux CPU, from its CPU flags (asimddp: Graviton 2 on, Neoverse,
-    Cortex-A76 on). On macOS the neon build has it already: Apple's clang builds for Apple's cores, which all have it."""
+    """ARMv8.2's int8 dot product (sdot) on an ARM64 Linux CPU, from its CPU flags (asimddp: Graviton 2 on,
+    Neoverse, Cortex-A76 on). On macOS the neon build has it already: Apple's clang builds for Apple's cores, which all
+    have it."""
     if sys.platform == "darwin":
         return False
     try:

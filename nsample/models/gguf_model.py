@@ -135,11 +135,13 @@ def load(path: Path, cache: Path):
             experts.setdefault(gguf_name[:found.start()], {})[found[1], found[2]] = _rows(data, info), info["type"]
     for hf_name, (gguf_name, info) in tensors.items():
         raw = _rows(data, info)
-        if ".attn_q." in gguf_name or ".attn_k." in gguf_name:
-            raw = raw[_row_order(processor, gguf_name, len(raw))]  # llama: back to transformers' rotary layout
+        order = _row_order(processor, gguf_name, len(raw)) if ".attn_q." in gguf_name or ".attn_k." in gguf_name \
+            else None  # llama: back to transformers' rotary layout
         if turned and hf_name.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight")):
-            raw = raw[whole_head_rotary.qk_rows(config.num_attention_heads, config.num_key_value_heads, *turned,
-                                                len(raw))]
+            turn = whole_head_rotary.qk_rows(config.num_attention_heads, config.num_key_value_heads, *turned, len(raw))
+            order = turn if order is None else order[turn]
+        if order is not None:  # a copy in that order, read from the file: not through the mapping, which would keep
+            raw = _read_rows(path, info)[order]  # the file's pages of it in this process's memory beside the copy
         raws[hf_name] = raw, info["type"]
     for layer, parts in experts.items():
         _install_experts(model, _experts_module(names, layer), parts)
@@ -257,9 +259,18 @@ def _install_experts(model: nn.Module, name: str, parts: dict[tuple[str, str], t
 
 def _rows(data: torch.Tensor, info: dict) -> torch.Tensor:
     """A file tensor's bytes as its rows (rows, row bytes): a 3-D one's (experts * rows), a 1-D one as one row."""
+    return data[info["offset"]:info["offset"] + info["nbytes"]].view(_row_count(info), -1)
+
+
+def _read_rows(path: Path, info: dict) -> torch.Tensor:
+    """`_rows` read from the file into memory of their own, not the mapping's (for a copy made from them)."""
+    return torch.from_numpy(np.fromfile(path, dtype=np.uint8, count=info["nbytes"], offset=info["offset"])).view(
+        _row_count(info), -1)
+
+
+def _row_count(info: dict) -> int:
     shape = info["shape"]
-    return data[info["offset"]:info["offset"] + info["nbytes"]].view(int(np.prod(shape[:-1])) if len(shape) > 1 else 1,
-                                                                       -1)
+    return int(np.prod(shape[:-1])) if len(shape) > 1 else 1
 
 
 def _embedding_scale(module: nn.Embedding) -> float | None | bool:
