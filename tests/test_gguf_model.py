@@ -1,5 +1,7 @@
 """A GGUF file loaded as its blocks (nsample/models/gguf_model.py): every format read as the file holds it, the weights
 transformers would dequantize bitwise, its logits, no float32 copy, the decode paths reported, the modes refused."""
+import json
+import os
 from types import SimpleNamespace
 
 import ggml_quantizer as gq
@@ -16,7 +18,7 @@ from nsample.cpu import fused_decode, gguf_linear, kernels, weights_report
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
 from nsample.errors import ModelMissing
 from nsample.models import gguf_model
-from nsample.models.embedded import cache_dir
+from nsample.models.embedded import cache_dir, embedded_gguf
 
 pytestmark = pytest.mark.skipif(kernels.ops() is None or not gq.available(),
                                 reason="no C++ kernels here, or no llama.cpp quantizer (llama-cpp-python)")
@@ -224,3 +226,31 @@ def test_a_prefill_decodes_the_heads_first_rows_as_told_and_the_runner_tells_it_
         assert [c.token_ids for c in a.choices] == [c.token_ids for c in b.choices]
         assert [c.logprobs for c in a.choices] == [c.logprobs for c in b.choices]  # to the bit
     assert scored.prompt_logprobs == packed[1].prompt_logprobs
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/pagemap"), reason="Linux's page map says which pages are mapped")
+def test_q_and_k_rows_are_copied_from_the_file_and_leave_no_mapped_pages_of_them_behind():
+    """A Llama file's q and k rows are copied at load into transformers' rotary order. The copy is read from the file,
+    not through the mapping, so the mapped file's pages of those tensors are not in this process's memory beside it
+    (the embedded model's q and k: 8 MB; a 7B file's: some 600 MB)."""
+    path = embedded_gguf()
+    model, _ = gguf_model.load(path, cache_dir())
+    index = json.loads((gguf_model.metadata(path, cache_dir()) / gguf_model.INDEX).read_text())["tensors"]
+    v = model.model.layers[0].self_attn.v_proj.blocks  # on the mapping, not copied
+    base = v.data_ptr() - index["blk.0.attn_v.weight"]["offset"]  # where the file's byte 0 is mapped
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def mapped_pages(start: int, nbytes: int) -> list[bool]:  # of the pages wholly inside [start, start + nbytes)
+        first, end = -(-(base + start) // page), (base + start + nbytes) // page
+        with open("/proc/self/pagemap", "rb") as f:
+            f.seek(8 * first)
+            entries = np.frombuffer(f.read(8 * (end - first)), dtype=np.uint64)
+        return ((entries >> np.uint64(63)) & np.uint64(1)).astype(bool).tolist()  # bit 63: present
+
+    qk = [index[f"blk.{i}.attn_{w}.weight"] for i in range(model.config.num_hidden_layers) for w in "qk"]
+    assert sum(info["nbytes"] // page - 1 for info in qk) > 1000  # pages to look at
+    mapped = [f for info in qk for f in mapped_pages(info["offset"], info["nbytes"])]
+    assert sum(mapped) < len(mapped) / 4  # read through the mapping: all of them (1965 of 1965); now only some near
+    # the small tensors read through it (norms): Linux maps up to 16 cached pages around each page a read faults in
+    assert int(v.sum()) > 0  # v's bytes read through the mapping: its pages now mapped, as the check sees
+    assert all(mapped_pages(index["blk.0.attn_v.weight"]["offset"], index["blk.0.attn_v.weight"]["nbytes"]))
