@@ -23,7 +23,7 @@ TYPES = {
     "q4_1": {**dict.fromkeys(tiny_gguf.KINDS, gq.Q4_1), "token_embd": gq.Q8_0},  # as the embedded model
 }
 
-EXPERTS = {"gpt-oss": dict.fromkeys(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"), gq.MXFP4)}  # as its files
+EXPERTS = {"gpt-oss": dict.fromkeys(("ffn_gate", "ffn_up", "ffn_down"), gq.MXFP4)}  # as its files (ffn_*_exps)
 
 
 @functools.cache

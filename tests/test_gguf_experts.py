@@ -162,8 +162,7 @@ def test_gate_and_up_fused_in_one_tensor_are_read_as_its_halves_in_place(tmp_pat
     written apart, bitwise: the logits on the modules and every drawn token and logprob on the C++ layer.
     (llama-cpp-python 0.3.36 reads such files only for architectures nsample does not run; the files written apart
     are checked against llama.cpp above.)"""
-    types = {kind: gq.Q4_K for kind in ("ffn_gate", "ffn_up", "ffn_gate_up", "ffn_gate_exps", "ffn_up_exps",
-                                        "ffn_gate_up_exps")} | {"ffn_down": gq.Q6_K, "ffn_down_exps": gq.Q6_K}
+    types = {kind: gq.Q4_K for kind in ("ffn_gate", "ffn_up", "ffn_gate_up")} | {"ffn_down": gq.Q6_K}  # of ffn_*_exps
     outputs = []
     for fused in (False, True):
         path = tiny_gguf.write_arch(tmp_path / f"tiny-{arch}-{fused}.gguf", arch, types, fused_gate_up=fused)

@@ -230,7 +230,8 @@ def write_arch(path: Path, arch: str, types: dict[str, int], layers: int = 2, se
     for hf_name, w in model.state_dict().items():
         if model_type == "gpt_oss" and (parts := _gpt_oss_tensors(names, hf_name, w, rng)) is not None:
             for name, part in _fused(parts) if fused_gate_up else parts:
-                _add(writer, name, part, types.get(name.split(".")[-2], F32) if name.endswith(".weight") else F32)
+                _add(writer, name, part, types.get(name.split(".")[-2].removesuffix("_exps"), F32)
+                     if name.endswith(".weight") else F32)
             continue
         if hf_name == "lm_head.weight":
             if not model.config.tie_word_embeddings:  # output.weight, in the embedding's format unless `types` says
