@@ -48,7 +48,7 @@ at::Tensor gguf_rows(const at::Tensor& blocks, int64_t type, int64_t K, const at
 at::Tensor gguf_prefill_linear(const at::Tensor& x, const at::Tensor& blocks, int64_t type,
                                const c10::optional<at::Tensor>& bias);  // the decode product through at::mm, many rows
 
-// q8_linear.cpp: the decode product with the activation rows rounded to int8 in blocks of 32 (x86 AVX2 only).
+// q8_linear.cpp: the decode product with the activation rows rounded to int8 in blocks of 32 or 256 (x86, ARM64).
 bool q8_available();                                             // whether this build has the kernels
 bool q8_readable(int64_t type);                                  // whether a ggml type has one
 void gguf_decode_q8_into(const std::vector<at::Tensor>& xq, const at::Tensor& blocks, int64_t type, at::Tensor& y,

@@ -1,6 +1,6 @@
 // What the int8-activation kernels' formats (q8_formats.h, q8_kquants.h) share: a 32-weight chunk as bytes with its
 // scales, and the byte tricks that unpack the blocks (nibbles, single bits, tables of levels), on 256-bit registers
-// and, where AVX-512 is built, two chunks at once on 512-bit ones. x86 (AVX2) only.
+// and, where AVX-512 is built, two chunks at once on 512-bit ones. x86 (AVX2); ARM64's are q8_neon.h.
 #pragma once
 #if defined(__AVX2__)
 #include <immintrin.h>

@@ -6,8 +6,8 @@
 // The K-quants, whose scales are integers within a 256-weight block, keep a whole block's sum in integers
 // (q8_kquants.h).
 // The same block layouts as gguf_formats.h, which reads them to float32; llama.cpp's AVX2 vec_dot kernels
-// (ggml-cpu/arch/x86/quants.c) unpack them the same way. x86 (AVX2) only: elsewhere there are no int8-activation
-// kernels, and asking for them is an error (gguf_linear.int8_activations).
+// (ggml-cpu/arch/x86/quants.c) unpack them the same way. x86 (AVX2); on ARM64 q8_neon.h has them; elsewhere there
+// are no int8-activation kernels, and asking for them is an error (gguf_linear.int8_activations).
 #pragma once
 #if defined(__AVX2__)
 #include "q8_block.h"
