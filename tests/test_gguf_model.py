@@ -10,7 +10,7 @@ import psutil
 import pytest
 import tiny_gguf
 import torch
-from gguf_fixtures import TYPES
+from gguf_fixtures import TYPES, tiny_gguf_file
 from transformers import AutoModelForCausalLM
 
 import nsample
@@ -254,3 +254,15 @@ def test_q_and_k_rows_are_copied_from_the_file_and_leave_no_mapped_pages_of_them
     # the small tensors read through it (norms): Linux maps up to 16 cached pages around each page a read faults in
     assert int(v.sum()) > 0  # v's bytes read through the mapping: its pages now mapped, as the check sees
     assert all(mapped_pages(index["blk.0.attn_v.weight"]["offset"], index["blk.0.attn_v.weight"]["nbytes"]))
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+def test_q_and_k_are_copied_only_where_their_rows_are_reordered(files, arch):
+    """Llama's q and k rows are reordered for transformers' rotary layout, so copied; other architectures' (Qwen 3's
+    here) are in the file's order and stay views of the mapped file, as every other projection, with no copy."""
+    path = tiny_gguf_file(arch) if arch != "llama" else files["mix"]
+    model, _ = gguf_model.load(path, cache_dir())
+    attention = model.model.layers[0].self_attn
+    mapping = attention.v_proj.blocks.untyped_storage().data_ptr()
+    on_mapping = [m.blocks.untyped_storage().data_ptr() == mapping for m in (attention.q_proj, attention.k_proj)]
+    assert on_mapping == [arch != "llama"] * 2

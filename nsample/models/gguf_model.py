@@ -9,7 +9,8 @@ and takes tens of seconds; llama.cpp maps the file and computes on its blocks. S
   view of the mapped file (gguf_linear.py), the embedding a GGUFEmbedding, a tied LM head the embedding's blocks;
 - norms and biases, a few kilobytes a layer, are dequantized to float32 (gguf-py's `dequantize`, as transformers);
 - Llama-architecture files store q/k rows permuted for llama.cpp's rotary layout; transformers permutes them
-  back, and so do we, a row of blocks at a time (those two tensors are copied, the rest stay mapped);
+  back, and so do we, a row of blocks at a time (those two tensors are copied, read from the file; the rest stay
+  mapped);
 - a projection in a format the kernels do not read (the ternary TQ1_0 and TQ2_0) is dequantized and rounded
   to Q8_0 at load (gguf-py's quantizer, bitwise llama.cpp's), and reported so (`weights_report`).
 - a file's rotary frequency factors (Llama 3's scaling, `rope_freqs.weight`) divide its rotary frequencies, as in
@@ -140,8 +141,9 @@ def load(path: Path, cache: Path):
         if turned and hf_name.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight")):
             turn = whole_head_rotary.qk_rows(config.num_attention_heads, config.num_key_value_heads, *turned, len(raw))
             order = turn if order is None else order[turn]
-        if order is not None:  # a copy in that order, read from the file: not through the mapping, which would keep
-            raw = _read_rows(path, info)[order]  # the file's pages of it in this process's memory beside the copy
+        if order is not None and not torch.equal(order, torch.arange(len(raw))):  # a copy in that order, read from
+            raw = _read_rows(path, info)[order]  # the file, not through the mapping, which would keep the file's pages
+            # of it in this process's memory beside the copy; where the order is the file's own, the mapping's rows
         raws[hf_name] = raw, info["type"]
     for layer, parts in experts.items():
         _install_experts(model, _experts_module(names, layer), parts)
