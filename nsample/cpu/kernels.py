@@ -6,8 +6,9 @@ where they cannot be.
   written by scripts/make_iq_grids.py), gguf_tile.h, gguf_linear.cpp, gguf_pack.cpp, gguf_expand.cpp: linear layers
   on a GGUF's own blocks, read as the file holds them (gguf_model.py): the decode product, and the blocks expanded
   to float32.
-- q8_block.h, q8_formats.h, q8_kquants.h, q8_rows.h, q8_tile_x86.h, q8_linear.cpp, q8_quantize.cpp: the decode
-  product with the activations rounded to int8 (x86; on ARM64 q8_neon.h, q8_neon_kquants.h and q8_tile_neon.h).
+- q8_block.h, q8_formats.h, q8_kquants.h, q8_rows.h, q8_tile_x86.h, q8_with_format.h, q8_linear.cpp,
+  q8_quantize.cpp: the decode product with the activations rounded to int8 (x86; on ARM64 q8_neon.h,
+  q8_neon_kquants.h and q8_tile_neon.h).
 - linear.cpp: a decode-time linear layer of either kind; decode_layer.cpp and attention.cpp: the rest of a Llama-style
   layer's decode step around it (fused_decode.py); vec_math.h: their e^x and dot product; experts.h, moe.cpp: a
   mixture of experts' layer on a GGUF's expert tensors (gguf_experts.py).

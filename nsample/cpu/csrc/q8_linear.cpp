@@ -24,6 +24,7 @@
 #include "q8_rows.h"
 #include "q8_tile_neon.h"
 #include "q8_tile_x86.h"
+#include "q8_with_format.h"
 
 #if defined(NSAMPLE_Q8_X86) || defined(NSAMPLE_Q8_NEON)
 namespace {
