@@ -68,9 +68,10 @@ def isa() -> str | None:
 def runnable() -> list[str]:
     """Every instruction set this CPU runs the kernels in, best last (an AVX-512 machine runs AVX2 too)."""
     if platform.machine().lower() in ("arm64", "aarch64"):
-        return ["neon", "neondot"] if _dot_product() else ["neon"]
+        return ["neon", "neondot"] if "asimddp" in _cpu_flags() else ["neon"]
     best = TORCH_CAPABILITY.get(torch.backends.cpu.get_cpu_capability())
-    found = {"avx2": best is not None, "avxvnni": best is not None and _avx_vnni(), "avx512": best == "avx512",
+    found = {"avx2": best is not None, "avxvnni": best is not None and "avx_vnni" in _cpu_flags(),
+             "avx512": best == "avx512",
              "avx512vnni": best == "avx512" and getattr(torch.cpu, "_is_vnni_supported", lambda: False)()}
     return [which for which, has in found.items() if has]  # AVX512_VNNI as torch's cpuinfo reads it
 
@@ -80,26 +81,15 @@ def _best() -> str | None:
 
 
 @functools.cache
-def _dot_product() -> bool:
-    """ARMv8.2's int8 dot product (sdot) on an ARM64 Linux CPU, from its CPU flags (asimddp: Graviton 2 on,
-    Neoverse, Cortex-A76 on). On macOS the neon build has it already: Apple's clang builds for Apple's cores, which all
-    have it."""
-    if sys.platform == "darwin":
-        return False
+def _cpu_flags() -> frozenset[str]:
+    """The CPU's flags as Linux lists them (/proc/cpuinfo; none elsewhere, macOS included), for what torch does not
+    report: AVX-VNNI (`avx_vnni`: VNNI's dot products on 256-bit registers, Intel clients since Alder Lake, which have
+    no AVX-512) and ARMv8.2's int8 dot product (`asimddp`: Graviton 2 on, Neoverse, Cortex-A76 on). On macOS the neon
+    build has the dot product already: Apple's clang builds for Apple's cores, which all have it."""
     try:
-        return "asimddp" in Path("/proc/cpuinfo").read_text().split()
+        return frozenset(Path("/proc/cpuinfo").read_text().split())
     except OSError:
-        return False
-
-
-@functools.cache
-def _avx_vnni() -> bool:
-    """AVX-VNNI (VNNI's dot products on 256-bit registers, Intel clients since Alder Lake, which have no AVX-512),
-    from Linux's CPU flags: torch does not report it, and elsewhere AVX2 alone is built."""
-    try:
-        return "avx_vnni" in Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
+        return frozenset()
 
 
 def ops():
