@@ -30,8 +30,8 @@ inline void nibbles16(const uint8_t* qs, int8x16_t* w) {
 // The same through a table of sixteen signed levels (IQ4_NL's, MXFP4's).
 inline void levels16(const int8_t* table, const uint8_t* qs, int8x16_t* w) {
   const int8x16_t t = vld1q_s8(table);
-  const uint8x16_t x = vld1q_u8(qs);
-  w[0] = vqtbl1q_s8(t, vandq_u8(x, vdupq_n_u8(0x0F))), w[1] = vqtbl1q_s8(t, vshrq_n_u8(x, 4));
+  nibbles16(qs, w);
+  for (int h = 0; h < 2; ++h) w[h] = vqtbl1q_s8(t, vreinterpretq_u8_s8(w[h]));
 }
 // Bits of a little-endian uint32 (Q5_0 / Q5_1's fifth bits) added as 0x10 to bytes 0..15 and 16..31.
 inline void add_fifth_bits(const uint8_t* qh, int8x16_t* w) {
