@@ -9,8 +9,8 @@ and takes tens of seconds; llama.cpp maps the file and computes on its blocks. S
   view of the mapped file (gguf_linear.py), the embedding a GGUFEmbedding, a tied LM head the embedding's blocks;
 - norms and biases, a few kilobytes a layer, are dequantized to float32 (gguf-py's `dequantize`, as transformers);
 - Llama-architecture files store q/k rows permuted for llama.cpp's rotary layout; transformers permutes them
-  back, and so do we, a row of blocks at a time (those two tensors are copied, read from the file; the rest stay
-  mapped);
+  back, and so do we, a row of blocks at a time (those two tensors are copied, read from the file, and the mapping's
+  pages of them made holes, mapping_holes.py; the rest stay mapped);
 - a projection in a format the kernels do not read (the ternary TQ1_0 and TQ2_0) is dequantized and rounded
   to Q8_0 at load (gguf-py's quantizer, bitwise llama.cpp's), and reported so (`weights_report`).
 - a file's rotary frequency factors (Llama 3's scaling, `rope_freqs.weight`) divide its rotary frequencies, as in
@@ -39,7 +39,7 @@ from torch import nn
 from nsample.cpu import gguf_experts, whole_head_rotary
 from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
-from nsample.models import gguf_architectures, gguf_config, model_cache, rope_factors, rope_scaling
+from nsample.models import gguf_architectures, gguf_config, mapping_holes, model_cache, rope_factors, rope_scaling
 
 INDEX = "gguf_tensors.json"
 VERSION = "gguf5"  # of the metadata entries: gguf2 added the rope scaling (rope_scaling.py), gguf3 the experts' sizes,
@@ -130,7 +130,7 @@ def load(path: Path, cache: Path):
     if "lm_head.weight" not in tensors and config.tie_word_embeddings:
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
     turned = _partial_rotary(config, tensors)  # Phi-4-mini's: turned to whole heads (whole_head_rotary.py)
-    raws, experts = {}, {}
+    raws, experts, copied = {}, {}, []
     for gguf_name, info in index["tensors"].items():
         if found := EXPERT_TENSOR.search(gguf_name):  # by layer ("blk.N"): (kind, weight or bias) -> rows, type
             experts.setdefault(gguf_name[:found.start()], {})[found[1], found[2]] = _rows(data, info), info["type"]
@@ -142,8 +142,8 @@ def load(path: Path, cache: Path):
             turn = whole_head_rotary.qk_rows(config.num_attention_heads, config.num_key_value_heads, *turned, len(raw))
             order = turn if order is None else order[turn]
         if order is not None and not torch.equal(order, torch.arange(len(raw))):  # a copy in that order, read from
-            raw = _read_rows(path, info)[order]  # the file, not through the mapping, which would keep the file's pages
-            # of it in this process's memory beside the copy; where the order is the file's own, the mapping's rows
+            raw = _read_rows(path, info)[order]  # the file, not through the mapping, whose pages of it are made holes
+            copied.append((info["offset"], info["nbytes"]))  # below; where the order is the file's own, the mapping's
         raws[hf_name] = raw, info["type"]
     for layer, parts in experts.items():
         _install_experts(model, _experts_module(names, layer), parts)
@@ -156,6 +156,7 @@ def load(path: Path, cache: Path):
         whole_head_rotary.install(model)
     if isinstance(head := model.get_output_embeddings(), GGUFLinear):
         head.head = True
+    mapping_holes.punch(data.data_ptr(), copied)  # not in memory beside their copies, however Linux maps the file
     return model.eval(), tokenizer
 
 
