@@ -22,7 +22,8 @@ from nsample.sampling_params import SamplingParams
 
 PARTS = {"q_proj": "q/k/v", "k_proj": "q/k/v", "v_proj": "q/k/v", "o_proj": "o", "gate_proj": "gate/up",
          "up_proj": "gate/up", "down_proj": "down", "lm_head": "LM head", "input_layernorm": "norms",
-         "post_attention_layernorm": "norms", "norm": "norms", "act_fn": "silu"}
+         "post_attention_layernorm": "norms", "norm": "norms", "act_fn": "silu", "router": "MoE router",
+         "experts": "MoE experts"}  # the experts' module: its C++ call (moe.cpp), in the fused decode too
 
 
 def timed(spent: dict, part: str, fn):
