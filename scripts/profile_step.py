@@ -23,7 +23,7 @@ from nsample.sampling_params import SamplingParams
 PARTS = {"q_proj": "q/k/v", "k_proj": "q/k/v", "v_proj": "q/k/v", "o_proj": "o", "gate_proj": "gate/up",
          "up_proj": "gate/up", "down_proj": "down", "lm_head": "LM head", "input_layernorm": "norms",
          "post_attention_layernorm": "norms", "norm": "norms", "act_fn": "silu", "router": "MoE router",
-         "experts": "MoE experts"}  # the experts' module: its C++ call (moe.cpp), in the fused decode too
+         "experts": "MoE experts"}  # the experts' module (in the fused decode, main() times fused_experts.Moe's parts)
 
 
 def timed(spent: dict, part: str, fn):
@@ -89,6 +89,8 @@ def main():
     hook(engine.model, spent)  # prefill, and decode where the model's own forward runs it
     if runner.fused is not None:
         runner.fused.ops = TimedOps(runner.fused.ops, spent, engine.vocab_size)
+        for moe in (L.moe for L in runner.fused.layers if L.moe is not None):  # fused_experts.Moe's parts
+            moe.router, moe.experts = timed(spent, "MoE router", moe.router), timed(spent, "MoE experts", moe.experts)
     for name in ("attend", "attend_cpu"):  # the decode attention: one is used, by device
         setattr(prefix_attention, name, timed(spent, "attention core", getattr(prefix_attention, name)))
     request_state.sampler.sample_rows = timed(spent, "sampling", request_state.sampler.sample_rows)
