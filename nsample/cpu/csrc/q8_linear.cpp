@@ -31,33 +31,19 @@ namespace {
 
 using namespace q8;
 
-// Columns a tile takes side by side: four for Q8_0's one row on x86, whose chunk is one load, so that each output's
-// multiply-add a chunk, which waits on the one before (four cycles on Zen 4), bound its loop (4096x2880 from memory,
-// 2 threads, in-process A/B, Zen 4: 0.75-0.92x the time in four runs); for MXFP4 (1.02-1.16x), Q4_0 and IQ4_NL
-// (0.98-1.15x), whose chunks' unpacking is the cost, and for the K-quants (Q4_K 0.77 against 0.42 ms), one.
-template <class Q, int R>
-constexpr int columns() {
-#if defined(NSAMPLE_Q8_X86)
-  return std::is_same_v<Q, Q8_0> && R == 1 ? 4 : 1;
-#else
-  return 1;
-#endif
-}
-
-// A tile of the format's kind, of C columns (columns: more than one only for x86's 32-weight tiles).
-template <class Q, class F, int R, int C>
+// A tile of the format's kind.
+template <class Q, class F, int R>
 void any_tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, float* y, int64_t ldy,
               const float* bias) {
   if constexpr (Q::K) {
-    static_assert(C == 1);
     ktile<Q, F, R>(x, r0, w, row, n, y, ldy, bias);
   } else {
-    tile<Q, F, R, C>(x, r0, w, row, n, y, ldy, bias);
+    tile<Q, F, R>(x, r0, w, row, n, y, ldy, bias);
   }
 }
 
 // y (M rows, stride ldy) = x · Wᵀ (+ bias): columns split across threads GROUP at a time; in each group the rows
-// go by in tiles of TILE, then 4, 2, 1, each tile over the group's columns `columns` at a time.
+// go by in tiles of TILE, then 4, 2, 1.
 template <class Q, class F>
 void decode(const Rows& x, int64_t M, const uint8_t* w, int64_t N, float* y, int64_t ldy, const float* bias) {
   const int64_t row = gguf::row_bytes<F>(x.K);
@@ -67,10 +53,8 @@ void decode(const Rows& x, int64_t M, const uint8_t* w, int64_t N, float* y, int
       for (int64_t r0 = 0; r0 < M;) {
         const int64_t left = M - r0;
         const auto run = [&](auto tile_rows) {
-          constexpr int R = decltype(tile_rows)::value, C = columns<Q, R>();
-          int64_t c = 0;
-          for (; c + C <= cols; c += C) any_tile<Q, F, R, C>(x, r0, w, row, n + c, y, ldy, bias);
-          for (; c < cols; ++c) any_tile<Q, F, R, 1>(x, r0, w, row, n + c, y, ldy, bias);  // the end of N
+          constexpr int R = decltype(tile_rows)::value;
+          for (int64_t c = 0; c < cols; ++c) any_tile<Q, F, R>(x, r0, w, row, n + c, y, ldy, bias);
           r0 += R;
         };
         if (left >= TILE) {

@@ -14,9 +14,8 @@ namespace q8 {
 constexpr int TILE = 8;    // activation rows per pass over a column's blocks
 constexpr int GROUP = 4;   // columns per step of the column loop
 constexpr int AHEAD = 4;   // columns: each block's loads ask for the same block this far ahead (gguf::prefetch)
-// One column per tile, but for Q8_0's one row on x86 (q8_linear.cpp's columns): at one row two or four columns side
-// by side were slower for Q4_K (2048x5632: 0.77 against 0.42 ms), as its block's sum is integer adds and one
-// multiply-add a block.
+// One column per tile: at one row, two or four side by side were slower here (Q4_K, 2048x5632: 0.77 against 0.42
+// ms), as a K-quant block's sum is integer adds and a 32-weight format's chains are short.
 
 struct Rows {  // q8_quantize's output: q (M, K) int8, d (M, K / block), sum (float Σx per 32), qsum (Σq per 16)
   const int8_t* q;

@@ -35,10 +35,9 @@ void store(const float32x4_t* acc, const float* lin, int64_t r0, int64_t n, floa
 
 // Rows against column n of a 32-weight format: per output, acc += dot·(scale·d) chunk by chunk, and lin += min·Σx, in
 // order; then y = Σ lanes + lin (+ bias).
-template <class Q, class F, int R, int C = 1>
+template <class Q, class F, int R>
 void tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, float* y, int64_t ldy,
           const float* bias) {
-  static_assert(C == 1, "one column a tile here (q8_rows.h's columns)");
   float32x4_t acc[R];
   float lin[R];
   for (int r = 0; r < R; ++r) acc[r] = vdupq_n_f32(0.0f), lin[r] = 0.0f;

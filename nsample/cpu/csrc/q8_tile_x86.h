@@ -64,40 +64,34 @@ void store(const __m256* acc, const float* lin, int64_t r0, int64_t n, float* y,
   }
 }
 
-// Rows r0 .. r0 + R - 1 against columns n .. n + C - 1: per output, acc += dot·(scale·d) chunk by chunk, and
-// lin += min·Σx, in order; then y = Σ lanes + lin (+ bias). Each output's sums go in the same order whatever C is;
-// C columns side by side keep C chains of dependent multiply-adds in flight where one row alone would wait on each
-// (q8_linear.cpp's columns).
-template <class Q, class F, int R, int C = 1>
+// Rows r0 .. r0 + R - 1 against column n: per output, acc += dot·(scale·d) chunk by chunk, and lin += min·Σx, in
+// order; then y = Σ lanes + lin (+ bias).
+template <class Q, class F, int R>
 void tile(const Rows& x, int64_t r0, const uint8_t* w, int64_t row, int64_t n, float* y, int64_t ldy,
           const float* bias) {
-  __m256 acc[C][R];
-  float lin[C][R];
-  for (int c = 0; c < C; ++c)
-    for (int r = 0; r < R; ++r) acc[c][r] = _mm256_setzero_ps(), lin[c][r] = 0.0f;
+  __m256 acc[R];
+  float lin[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), lin[r] = 0.0f;
   const int64_t KB = x.K / 32, nb = x.K / F::WEIGHTS;
   for (int64_t b = 0; b < nb; ++b) {
-    for (int c = 0; c < C; ++c) gguf::prefetch<F>(w + (n + c + AHEAD) * row + b * F::BYTES);
+    gguf::prefetch<F>(w + (n + AHEAD) * row + b * F::BYTES);
 #pragma GCC unroll 8
     for (int j = 0; j < F::WEIGHTS / 32; ++j) {
       const int64_t k = b * (F::WEIGHTS / 32) + j;
-#pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) {
-        const q8::Chunk ch = Q::chunk(w + (n + c) * row + b * F::BYTES, j);
-        const __m256i u = Q::SIGNED ? _mm256_sign_epi8(ch.w, ch.w) : ch.w;
+      const q8::Chunk ch = Q::chunk(w + n * row + b * F::BYTES, j);
+      const __m256i u = Q::SIGNED ? _mm256_sign_epi8(ch.w, ch.w) : ch.w;
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const int64_t at = (r0 + r) * KB + k;
-          __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + 32 * at);
-          if (Q::SIGNED) s = _mm256_sign_epi8(s, ch.w);
-          const __m256 p = _mm256_cvtepi32_ps(dot(u, s));
-          acc[c][r] = _mm256_fmadd_ps(p, _mm256_mul_ps(ch.scale, _mm256_set1_ps(x.d[at])), acc[c][r]);
-          if (Q::MIN) lin[c][r] += ch.min * x.sum[at];
-        }
+      for (int r = 0; r < R; ++r) {
+        const int64_t at = (r0 + r) * KB + k;
+        __m256i s = q8::load(reinterpret_cast<const uint8_t*>(x.q) + 32 * at);
+        if (Q::SIGNED) s = _mm256_sign_epi8(s, ch.w);
+        const __m256 p = _mm256_cvtepi32_ps(dot(u, s));
+        acc[r] = _mm256_fmadd_ps(p, _mm256_mul_ps(ch.scale, _mm256_set1_ps(x.d[at])), acc[r]);
+        if (Q::MIN) lin[r] += ch.min * x.sum[at];
       }
     }
   }
-  for (int c = 0; c < C; ++c) store<R>(acc[c], lin[c], r0, n + c, y, ldy, bias);
+  store<R>(acc, lin, r0, n, y, ldy, bias);
 }
 
 // The same for a K-quant against rows rounded per 256: a block's chunks summed in int32 with their integer scales
