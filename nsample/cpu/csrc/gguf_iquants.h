@@ -4,6 +4,8 @@
 // float32 (an fp16 d's 11 significand bits, a 6-bit scale's and a level's 7 fit in 24), so the weights equal
 // gguf-py's dequantizers bitwise in any order.
 #pragma once
+#include <bit>
+
 #include "gguf_kquants.h"
 
 namespace gguf {
@@ -74,12 +76,19 @@ struct IQ4_NL : Format<IQ4_NL> {
 // integer: exact, so gguf-py's dequantizer bitwise.
 alignas(16) inline constexpr int8_t MXFP4_LEVELS[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 inline constexpr Floats16 MXFP4_FLOATS = floats16(MXFP4_LEVELS);
-inline float e8m0_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+// The scales are read from a table of the 256 made at compile time: a broadcast from memory. Made in a general
+// register and moved to a vector, they took 1.18-1.26x the time at one row on float32 activations and 1.01-1.16x on
+// int8 (1.12-1.22x at eight rows; Zen 4, 2 threads).
+struct E8M0Table {
+  float f[256];
+};
+constexpr E8M0Table e8m0_table() {
+  E8M0Table t{};
+  for (uint32_t e = 0; e < 256; ++e) t.f[e] = std::bit_cast<float>(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+  return t;
 }
+alignas(64) inline constexpr E8M0Table E8M0_HALF = e8m0_table();
+inline const float& e8m0_half(uint8_t e) { return E8M0_HALF.f[e]; }
 struct MXFP4 : Format<MXFP4> {
   static constexpr int64_t TYPE = 39, WEIGHTS = 32, BYTES = 17;
   static void chunk(const uint8_t* b, int, Vec* w) {

@@ -55,7 +55,7 @@ struct IQ4_NL {  // d·KVALUES[q]
 struct MXFP4 {  // 2^(e - 128)·MXFP4_LEVELS[q]
   static constexpr bool K = false, SIGNED = true, MIN = false;
   static Chunk chunk(const uint8_t* b, int) {
-    return {levels16(gguf::MXFP4_LEVELS, b + 1), _mm256_set1_ps(gguf::e8m0_half(b[0])), 0.0f};
+    return {levels16(gguf::MXFP4_LEVELS, b + 1), _mm256_broadcast_ss(&gguf::e8m0_half(b[0])), 0.0f};
   }
 };
 
