@@ -90,6 +90,28 @@ def test_prefill_rows_are_bitwise_their_own_in_a_short_tile_or_a_whole_one(ops, 
         assert torch.equal(ops.gguf_prefill_linear(x[:m].contiguous(), blocks_, type_id, None), whole[:m])
 
 
+def test_every_mxfp4_scale_byte(ops):
+    """MXFP4's scale byte e is 2^(e - 128), a denormal for e < 2 (the kernels read it from a table of the 256): every
+    e in a block of its own, dequantized bitwise as gguf-py, and each output of the float32 and int8 decode x · wᵀ to
+    float32 accuracy where it stays finite (e < 160)."""
+    K = 1024
+    blocks = torch.randint(0, 256, (8, K // 32, 17), dtype=torch.uint8, generator=torch.Generator().manual_seed(39))
+    blocks[..., 0] = torch.arange(256, dtype=torch.uint8).view(8, K // 32)  # row n: e = 32n .. 32n + 31
+    blocks = blocks.view(8, -1).contiguous()
+    with np.errstate(over="ignore"):  # e = 255's 2^127 times 12 is inf, in gguf-py as in the kernels
+        weights = torch.from_numpy(gguf.quants.dequantize(blocks.numpy(), gguf.GGMLQuantizationType.MXFP4))
+    assert torch.equal(ops.gguf_dequantize(blocks, 39, K), weights)
+    finite = blocks[:5].contiguous()
+    x = torch.randint(-127, 128, (3, K), generator=torch.Generator().manual_seed(0)).float() / 16
+    x[:, ::32] = 127 / 16  # each 32's largest: int8 holds every x exactly (d = 1/16)
+    exact = x.double() @ weights[:5].double().T
+    ys = [ops.gguf_decode_linear(x, finite, 39, None)]
+    if ops.q8_available():
+        ys.append(ops.gguf_decode_q8_linear(x, finite, 39, None))
+    for y in ys:
+        assert ((y.double() - exact).abs() <= 1e-5 * exact.abs().amax(dim=0)).all()
+
+
 def test_a_linear_of_parts_of_several_types_is_their_concatenation(ops):
     """A fused q|k|v as a Q4_K_M file holds it: Q4_K, Q6_K, Q4_K parts side by side, one bias over them all."""
     K, sizes, types = 512, [12, 4, 4], [12, 14, 12]
