@@ -24,8 +24,9 @@ def ops(kernel_ops):
 
 @pytest.fixture(scope="module", params=list(TYPES.items()), ids=list(TYPES))
 def tensor(request):
-    """(type id, K, blocks (N, row bytes) uint8, gguf-py's float32 weights (N, K)). K spans several of the decode
-    kernel's slices of K at 16 rows (and at 8, under AVX2)."""
+    """(type id, K, blocks (N, row bytes) uint8, gguf-py's float32 weights (N, K)). K spans two of the decode
+    kernel's slices of K at four rows, and several at sixteen under AVX2 (AVX-512's tiles of eight take half the L2
+    cache: test_long_rows_go_in_slices_and_sum_as_one)."""
     type_id = request.param[1]
     K = 1536
     w = torch.randn(N, K, generator=torch.Generator().manual_seed(type_id))
@@ -66,6 +67,22 @@ def test_decode_is_x_times_w_and_each_row_is_bitwise_its_own(ops, tensor, M):
     shuffled = torch.randperm(M, generator=torch.Generator().manual_seed(0))
     assert torch.equal(ops.gguf_decode_linear(x[shuffled].contiguous(), blocks, type_id, None), y[shuffled])
     assert torch.equal(ops.gguf_decode_linear(x, blocks, type_id, bias), y + bias)
+
+
+@pytest.mark.parametrize("type_id", [12, 14, 3, 8])
+def test_long_rows_go_in_slices_and_sum_as_one(ops, type_id):
+    """K so long that every row tile's x goes in slices of K: AVX-512's tiles of eight rows take half the L2 cache
+    (K = 33024 at eight rows is 1 MiB: two slices or more for an L2 of up to 2 MiB), the others two thirds of L1.
+    Twelve rows, a tile of eight and one of four: each row's sums carried from slice to slice as one pass makes
+    them, bitwise as the row alone, and x · wᵀ."""
+    K = 129 * 256
+    blocks = ggml_quantizer.quantize(torch.randn(N, K, generator=torch.Generator().manual_seed(type_id)), type_id)
+    weights = gguf.quants.dequantize(blocks.numpy(), gguf.GGMLQuantizationType(type_id))
+    x = torch.randn(12, K, generator=torch.Generator().manual_seed(0))
+    y = ops.gguf_decode_linear(x, blocks, type_id, None)
+    assert close(y, x, torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32)))
+    for r in (0, 7, 8, 11):
+        assert torch.equal(ops.gguf_decode_linear(x[r:r + 1].contiguous(), blocks, type_id, None)[0], y[r])
 
 
 @pytest.mark.parametrize("M", [1, 17, 40])
