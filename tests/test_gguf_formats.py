@@ -55,7 +55,7 @@ def test_rows_are_the_dequantized_rows(ops, tensor):
         ops.gguf_rows(blocks, type_id, K, torch.tensor([N]))
 
 
-@pytest.mark.parametrize("M", [1, 3, 17, 40])
+@pytest.mark.parametrize("M", [1, 3, 6, 17, 40])
 def test_decode_is_x_times_w_and_each_row_is_bitwise_its_own(ops, tensor, M):
     type_id, K, blocks, weights = tensor
     x = torch.randn(M, K, generator=torch.Generator().manual_seed(M))

@@ -26,31 +26,37 @@ namespace {
 constexpr int GROUP = 4;    // columns per step of the column loop
 constexpr int AHEAD = 4;    // columns: the blocks asked for ahead of their loads (gguf::prefetch, burst below)
 constexpr int SPAN = 16;    // groups whose accumulators are carried from one slice of K to the next
+// Columns a tile of R rows computes side by side: at one or two rows, one column's sum is a chain of dependent
+// multiply-adds whose latency, not the expansion, would bound the loop; two to four columns hide it. At four and
+// eight rows on AVX-512 (32 registers) two, each x vector read once for both (tile): four rows so took 0.88-0.95x the
+// time of one column (Q8_0 the same; in-process A/B, 2 threads, from memory).
+constexpr int columns(int R) {
+#if defined(CPU_CAPABILITY_AVX512)
+  if (R >= 4) return 2;
+#endif
+  return R >= 4 ? 1 : GROUP / R;
+}
+
 // Bytes of a row tile's slice of x, which every column reads again: two thirds of the L1 data cache (32 KiB of 48
 // on a Xeon; 16384 before, which at 8 rows and K = 576 cut x into slices of 16 and 2 blocks and was 10-20% slower),
-// the rest for the weights streaming through. Where a tile of TILE rows reads each x vector once for two columns
-// (AVX-512: columns below), half the L2 cache instead: a column's blocks are then read as one run, not a slice's few
-// blocks at a time (on Zen 4, 32 KiB of L1, x of 2048 floats went to eight rows of a K-quant in slices of two
-// blocks), and x comes from L2 at half the rate of the multiply-adds. In-process A/B, 2 threads, from memory, eight
-// rows: the K-quants and IQ4_XS 0.66-0.90x the time, Q4_0, Q4_1, Q5_0, IQ4_NL and MXFP4 0.86-0.94x, Q8_0 1.03x. Read
-// by one column at a time (AVX2's eight rows, four rows anywhere), x from L2 made them 1.3-1.5x as slow. glibc
-// reports the sizes; 32 KiB and 1 MiB are assumed where it does not.
-int64_t x_bytes(bool shared) {
+// the rest for the weights streaming through. Where a tile reads each x vector once for two columns (AVX-512's four
+// and eight rows: columns), half the L2 cache instead, for a tile of TILE rows and for the K-quants' tiles of four:
+// a column's blocks are then read as one run, not a slice's few blocks at a time (on Zen 4, 32 KiB of L1, x of 2048
+// floats went to eight rows of a K-quant in slices of two blocks), and x comes from L2 at half the rate of the
+// multiply-adds. In-process A/B, 2 threads, from memory: eight rows of the K-quants and IQ4_XS 0.66-0.90x the time,
+// of Q4_0, Q4_1, Q5_0, IQ4_NL and MXFP4 0.86-0.94x, Q8_0 1.03x; four rows of Q4_K and Q6_K 0.89-0.96x the time of
+// two columns on L1's slices, while Q4_1's and Q8_0's four rows, each row's x K apart, took 1.11-1.13x so. Read by
+// one column at a time (AVX2's eight rows, four rows elsewhere), x from L2 made them 1.3-1.5x as slow. glibc reports
+// the sizes; 32 KiB and 1 MiB are assumed where it does not.
+template <class F, int R>
+int64_t x_bytes() {
 #if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
   static const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
 #else
   static const long l1 = 0, l2 = 0;
 #endif
-  return shared ? (l2 > 0 ? l2 : 1 << 20) / 2 : (l1 > 0 ? l1 : 32768) * 2 / 3;
-}
-// Columns a tile of R rows computes side by side: at one or two rows, one column's sum is a chain of dependent
-// multiply-adds whose latency, not the expansion, would bound the loop; two to four columns hide it. At eight rows on
-// AVX-512 (32 registers) two, each x vector read once for both (tile).
-constexpr int columns(int R) {
-#if defined(CPU_CAPABILITY_AVX512)
-  if (R == 8) return 2;
-#endif
-  return R >= 4 ? 1 : GROUP / R;
+  constexpr bool wide = R >= 4 && columns(R) > 1 && (R == TILE || F::WEIGHTS == 256);
+  return wide ? (l2 > 0 ? l2 : 1 << 20) / 2 : (l1 > 0 ? l1 : 32768) * 2 / 3;
 }
 
 // An x vector loaded into a register of its own. In a pair of columns GCC otherwise folded the load into each
@@ -152,7 +158,7 @@ void tile(const Pass& p, int c0) {
       // x's chunk: packed, its rows 32 floats apart; else the rows' own, K apart (written so, GCC kept a pointer a row)
       const float* xb = packed<F, R>() ? xblock + 32 * R * j : p.x + b * F::WEIGHTS + 32 * j;
       const int64_t ld = packed<F, R>() ? 32 : p.K;
-      if constexpr (C > 1 && R >= 8) {  // all columns' chunks, then each x vector once for all
+      if constexpr (C > 1 && R >= 4) {  // all columns' chunks, then each x vector once for all
         Vec wv[C][V];
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) expand<F, PREPARED>(p.w + (c0 + c) * p.row + b * F::BYTES, j, wv[c], prep[c]);
@@ -226,8 +232,8 @@ template <class F, int R>
 __attribute__((noinline)) void rows(const float* x, int64_t K, const uint8_t* w, int64_t N, int64_t g0, int64_t g1,
                                     float* part, float* y, int64_t ldy, const float* bias) {
   const int64_t row = gguf::row_bytes<F>(K), nb = K / F::WEIGHTS;
-  const int64_t budget = x_bytes(R == TILE && columns(R) > 1);
-  const int64_t most = std::max<int64_t>(1, budget / (4 * R * F::WEIGHTS)), slices = (nb + most - 1) / most;
+  const int64_t most = std::max<int64_t>(1, x_bytes<F, R>() / (4 * R * F::WEIGHTS));
+  const int64_t slices = (nb + most - 1) / most;
   const int64_t step = (nb + slices - 1) / slices;  // slices of even size, not full ones and a short last one
   for (int64_t b0 = 0; b0 < nb; b0 += step) {
     const int64_t b1 = std::min(nb, b0 + step);
