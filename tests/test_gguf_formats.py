@@ -25,8 +25,8 @@ def ops(kernel_ops):
 @pytest.fixture(scope="module", params=list(TYPES.items()), ids=list(TYPES))
 def tensor(request):
     """(type id, K, blocks (N, row bytes) uint8, gguf-py's float32 weights (N, K)). K spans two of the decode
-    kernel's slices of K at four rows, and several at sixteen under AVX2 (AVX-512's tiles of eight take half the L2
-    cache: test_long_rows_go_in_slices_and_sum_as_one)."""
+    kernel's slices of K where a tile reads x for each column (AVX2's eight rows) or a 32-weight format's four rows
+    (the other tiles take half the L2 cache: test_long_rows_go_in_slices_and_sum_as_one)."""
     type_id = request.param[1]
     K = 1536
     w = torch.randn(N, K, generator=torch.Generator().manual_seed(type_id))
@@ -71,10 +71,11 @@ def test_decode_is_x_times_w_and_each_row_is_bitwise_its_own(ops, tensor, M):
 
 @pytest.mark.parametrize("type_id", [12, 14, 3, 8])
 def test_long_rows_go_in_slices_and_sum_as_one(ops, type_id):
-    """K so long that every row tile's x goes in slices of K: AVX-512's tiles of eight rows take half the L2 cache
-    (K = 33024 at eight rows is 1 MiB: two slices or more for an L2 of up to 2 MiB), the others two thirds of L1.
-    Twelve rows, a tile of eight and one of four: each row's sums carried from slice to slice as one pass makes
-    them, bitwise as the row alone, and x · wᵀ."""
+    """K so long that row tiles' x goes in slices of K: a tile that reads x once for several columns takes half the
+    L2 cache (K = 33024 at eight rows is 1 MiB: two slices or more for an L2 of up to 2 MiB; at four rows 516 KiB),
+    one that reads it for each column, or a 32-weight format's four rows, two thirds of L1. Twelve rows, a tile of
+    eight and one of four: each row's sums carried from slice to slice as one pass makes them, bitwise as the row
+    alone, and x · wᵀ."""
     K = 129 * 256
     blocks = ggml_quantizer.quantize(torch.randn(N, K, generator=torch.Generator().manual_seed(type_id)), type_id)
     weights = gguf.quants.dequantize(blocks.numpy(), gguf.GGMLQuantizationType(type_id))

@@ -39,15 +39,16 @@ constexpr int columns(int R) {
 
 // Bytes of a row tile's slice of x, which every column reads again: two thirds of the L1 data cache (32 KiB of 48
 // on a Xeon; 16384 before, which at 8 rows and K = 576 cut x into slices of 16 and 2 blocks and was 10-20% slower),
-// the rest for the weights streaming through. Where a tile reads each x vector once for two columns (AVX-512's four
-// and eight rows: columns), half the L2 cache instead, for a tile of TILE rows and for the K-quants' tiles of four:
-// a column's blocks are then read as one run, not a slice's few blocks at a time (on Zen 4, 32 KiB of L1, x of 2048
-// floats went to eight rows of a K-quant in slices of two blocks), and x comes from L2 at half the rate of the
-// multiply-adds. In-process A/B, 2 threads, from memory: eight rows of the K-quants and IQ4_XS 0.66-0.90x the time,
-// of Q4_0, Q4_1, Q5_0, IQ4_NL and MXFP4 0.86-0.94x, Q8_0 1.03x; four rows of Q4_K and Q6_K 0.89-0.96x the time of
-// two columns on L1's slices, while Q4_1's and Q8_0's four rows, each row's x K apart, took 1.11-1.13x so. Read by
-// one column at a time (AVX2's eight rows, four rows elsewhere), x from L2 made them 1.3-1.5x as slow. glibc reports
-// the sizes; 32 KiB and 1 MiB are assumed where it does not.
+// the rest for the weights streaming through, where a tile reads x once for each column (AVX2's four and eight rows)
+// or a 32-weight format's four rows (their x K apart, read for two columns: 1.11-1.13x the time on half L2). Other
+// tiles read each x vector once for two to four columns (columns): they take half the L2 cache, so that a column's
+// blocks are read as one run, not a slice's few blocks at a time (on Zen 4, 32 KiB of L1, x of 2048 floats went to
+// eight rows of a K-quant in slices of two blocks), and x comes from L2 at a half or less the rate of the
+// multiply-adds. In-process A/B, 2 threads, from memory, AVX-512: eight rows of the K-quants and IQ4_XS 0.66-0.90x the
+// time, of Q4_0, Q4_1, Q5_0, IQ4_NL and MXFP4 0.86-0.94x, Q8_0 1.03x; four rows of Q4_K and Q6_K 0.89-0.96x; two rows
+// 0.91-0.98x (AVX2 0.90-0.98x), one row of Q6_K at K = 5632 and 14336 0.93-0.97x (others, and AVX2's, 0.98-1.03x,
+// the A/B's noise). Read by one column at a time (AVX2's eight rows), x from L2 made them 1.3-1.5x as slow. glibc
+// reports the sizes; 32 KiB and 1 MiB are assumed where it does not.
 template <class F, int R>
 int64_t x_bytes() {
 #if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
@@ -55,7 +56,7 @@ int64_t x_bytes() {
 #else
   static const long l1 = 0, l2 = 0;
 #endif
-  constexpr bool wide = R >= 4 && columns(R) > 1 && (R == TILE || F::WEIGHTS == 256);
+  constexpr bool wide = columns(R) > 1 && (R != 4 || F::WEIGHTS == 256);
   return wide ? (l2 > 0 ? l2 : 1 << 20) / 2 : (l1 > 0 ? l1 : 32768) * 2 / 3;
 }
 
