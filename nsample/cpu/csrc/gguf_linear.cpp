@@ -27,20 +27,24 @@ constexpr int GROUP = 4;    // columns per step of the column loop
 constexpr int AHEAD = 4;    // columns: the blocks asked for ahead of their loads (gguf::prefetch, burst below)
 constexpr int SPAN = 16;    // groups whose accumulators are carried from one slice of K to the next
 // Columns a tile of R rows computes side by side: at one or two rows, one column's sum is a chain of dependent
-// multiply-adds whose latency, not the expansion, would bound the loop; two to four columns hide it. At four and
-// eight rows on AVX-512 (32 registers) two, each x vector read once for both (tile): four rows so took 0.88-0.95x the
-// time of one column (Q8_0 the same; in-process A/B, 2 threads, from memory).
+// multiply-adds whose latency, not the expansion, would bound the loop; two to four columns hide it. At four rows
+// two, each x vector read once for both (tile), and at eight on AVX-512 (32 registers): four rows so took 0.88-0.95x
+// the time of one column on AVX-512 (Q8_0 the same), 0.76-0.92x under AVX2 (in-process A/B, 2 threads, from memory),
+// where eight rows keep one column (16 registers: 8 accumulators, a chunk's 4 weight vectors). NEON's four rows, not
+// measured there, keep one.
 constexpr int columns(int R) {
 #if defined(CPU_CAPABILITY_AVX512)
   if (R >= 4) return 2;
+#elif defined(CPU_CAPABILITY_AVX2)
+  if (R == 4) return 2;
 #endif
   return R >= 4 ? 1 : GROUP / R;
 }
 
 // Bytes of a row tile's slice of x, which every column reads again: two thirds of the L1 data cache (32 KiB of 48
 // on a Xeon; 16384 before, which at 8 rows and K = 576 cut x into slices of 16 and 2 blocks and was 10-20% slower),
-// the rest for the weights streaming through, where a tile reads x once for each column (AVX2's four and eight rows)
-// or a 32-weight format's four rows (their x K apart, read for two columns: 1.11-1.13x the time on half L2). Other
+// the rest for the weights streaming through, where a tile reads x once for each column (AVX2's eight rows) or a
+// 32-weight format's four rows (their x K apart, read for two columns: 1.11-1.13x the time on half L2). Other
 // tiles read each x vector once for two to four columns (columns): they take half the L2 cache, so that a column's
 // blocks are read as one run, not a slice's few blocks at a time (on Zen 4, 32 KiB of L1, x of 2048 floats went to
 // eight rows of a K-quant in slices of two blocks), and x comes from L2 at a half or less the rate of the
