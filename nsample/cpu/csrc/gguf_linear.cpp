@@ -49,7 +49,7 @@ constexpr int columns(int R) {
 // blocks are read as one run, not a slice's few blocks at a time (on Zen 4, 32 KiB of L1, x of 2048 floats went to
 // eight rows of a K-quant in slices of two blocks), and x comes from L2 at a half or less the rate of the
 // multiply-adds. In-process A/B, 2 threads, from memory, AVX-512: eight rows of the K-quants and IQ4_XS 0.66-0.90x the
-// time, of Q4_0, Q4_1, Q5_0, IQ4_NL and MXFP4 0.86-0.94x, Q8_0 1.03x; four rows of Q4_K and Q6_K 0.89-0.96x; two rows
+// time, of Q4_0, Q4_1, Q5_0, IQ4_NL and MXFP4 0.86-0.94x, Q8_0 1.03x; four rows of Q4_K and Q6_K 0.89-0.97x; two rows
 // 0.91-0.98x (AVX2 0.90-0.98x), one row of Q6_K at K = 5632 and 14336 0.93-0.97x (others, and AVX2's, 0.98-1.03x,
 // the A/B's noise). Read by one column at a time (AVX2's eight rows), x from L2 made them 1.3-1.5x as slow. glibc
 // reports the sizes; 32 KiB and 1 MiB are assumed where it does not.
