@@ -24,9 +24,9 @@ def ops(kernel_ops):
 
 @pytest.fixture(scope="module", params=list(TYPES.items()), ids=list(TYPES))
 def tensor(request):
-    """(type id, K, blocks (N, row bytes) uint8, gguf-py's float32 weights (N, K)). K spans two of the decode
-    kernel's slices of K where a tile reads x for each column (AVX2's eight rows) or a 32-weight format's four rows
-    (the other tiles take half the L2 cache: test_long_rows_go_in_slices_and_sum_as_one)."""
+    """(type id, K, blocks (N, row bytes) uint8, gguf-py's float32 weights (N, K)). K spans two or more of the
+    decode kernel's slices of K where a tile reads x for each column (AVX2's eight rows) or a 32-weight format's four
+    rows (the other tiles take half the L2 cache: test_long_rows_go_in_slices_and_sum_as_one)."""
     type_id = request.param[1]
     K = 1536
     w = torch.randn(N, K, generator=torch.Generator().manual_seed(type_id))
