@@ -27,12 +27,17 @@ def tensor(request):
     """(type id, K, blocks (N, row bytes) uint8, gguf-py's float32 weights (N, K)). K spans two or more of the
     decode kernel's slices of K where a tile reads x for each column (AVX2's eight rows) or a 32-weight format's four
     rows (the other tiles take half the L2 cache: test_long_rows_go_in_slices_and_sum_as_one)."""
-    type_id = request.param[1]
-    K = 1536
+    type_id, K = request.param[1], 1536
+    return type_id, K, *quantized(type_id, K)
+
+
+def quantized(type_id: int, K: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """N random rows of K weights quantized by llama.cpp to `type_id`: (blocks (N, row bytes) uint8, gguf-py's float32
+    weights (N, K))."""
     w = torch.randn(N, K, generator=torch.Generator().manual_seed(type_id))
     blocks = ggml_quantizer.quantize(w, type_id)
     weights = gguf.quants.dequantize(blocks.numpy(), gguf.GGMLQuantizationType(type_id))
-    return type_id, K, blocks, torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32))
+    return blocks, torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32))
 
 
 def close(y: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> bool:
@@ -77,11 +82,10 @@ def test_long_rows_go_in_slices_and_sum_as_one(ops, type_id):
     eight and one of four: each row's sums carried from slice to slice as one pass makes them, bitwise as the row
     alone, and x · wᵀ."""
     K = 129 * 256
-    blocks = ggml_quantizer.quantize(torch.randn(N, K, generator=torch.Generator().manual_seed(type_id)), type_id)
-    weights = gguf.quants.dequantize(blocks.numpy(), gguf.GGMLQuantizationType(type_id))
+    blocks, weights = quantized(type_id, K)
     x = torch.randn(12, K, generator=torch.Generator().manual_seed(0))
     y = ops.gguf_decode_linear(x, blocks, type_id, None)
-    assert close(y, x, torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32)))
+    assert close(y, x, weights)
     for r in (0, 7, 8, 11):
         assert torch.equal(ops.gguf_decode_linear(x[r:r + 1].contiguous(), blocks, type_id, None)[0], y[r])
 
