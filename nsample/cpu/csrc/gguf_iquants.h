@@ -69,7 +69,7 @@ inline void table_chunk(const uint8_t* qs, float scale, const int8_t* levels, co
   __m128i lo, hi;
   nibble_levels(qs, levels, lo, hi);
   const Vec d(scale);
-  const auto wide = [&](const __m128i& b) { return d * Vec(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b))); };
+  const auto wide = [&](const __m128i& b) { return d * to_float(Ints(_mm256_cvtepi8_epi32(b))); };
   w[0] = wide(lo);
   w[1] = wide(_mm_srli_si128(lo, 8));
   w[2] = wide(hi);
