@@ -68,18 +68,29 @@ inline Ints fifth_bits(const uint8_t* qh, int i0) {
 #endif
 }
 
-// The 32-weight formats made of a block's fp16 scales d (and m) and its q's, F::weights(block, w, d, m). Their
+// The 32-weight formats made of a block's fp16 scales d (and m) and its q's, F::weights(block, w, scales). Their
 // chunks spread the scales in registers (halves), but for one row on AVX-512, where the tile prepares them in memory
 // (Factors: stored once a block, each broadcast from there). One row is bound by ports 0 and 5, where that saves two
 // permutes: 11-20% faster (in-process A/B, 1 thread: Q4_0, Q4_1 0.80x, Q5_0 0.82x, Q5_1 0.89x). Prepared, two rows
 // gained nothing, and four and eight were 20-25% and 9-13% slower (bound, it seems, by the loads and stores of
 // their spilled accumulators, to which it adds). The same values either way: bitwise the same weights.
+// F::weights takes the scales as Spread (in registers) or Stored (in memory, each the operand of its product).
+struct Spread {
+  Vec d, m;
+  Vec mul(const Vec& q) const { return d * q; }
+  Vec mul_add(const Vec& q) const { return exact_mul_add(d, q, m); }
+};
+struct Stored {  // d·q exact, so the product rounded, then the sum: exact_mul_add's value
+  const Factors& f;
+  Vec mul(const Vec& q) const { return f.times(0, q); }
+  Vec mul_add(const Vec& q) const { return f.plus(f.times(0, q), 1); }
+};
 template <class F>
 struct Scaled : Format<F> {
   static void chunk(const uint8_t* b, int, Vec* w) {
-    Vec d, m;
-    halves(b, d, m);
-    F::weights(b, w, d, m);
+    Spread s;
+    halves(b, s.d, s.m);
+    F::weights(b, w, s);
   }
 #if defined(CPU_CAPABILITY_AVX512)
   static constexpr int PREPARED_BELOW = 2;
@@ -89,39 +100,43 @@ struct Scaled : Format<F> {
     std::memcpy(&bits, b, 4);
     _mm_store_ps(f.f, _mm_cvtph_ps(_mm_cvtsi32_si128(bits)));
   }
-  static void chunk_with(const uint8_t* b, int, Vec* w, const Prep& f) { F::weights(b, w, f.at(0), f.at(1)); }
+  static void chunk_with(const uint8_t* b, int, Vec* w, const Prep& f) { F::weights(b, w, Stored{f}); }
 #endif
 };
 
 // Q4_0 {half d; uint8 qs[16]}: d·(q - 8).
 struct Q4_0 : Scaled<Q4_0> {
   static constexpr int64_t TYPE = 2, WEIGHTS = 32, BYTES = 18;
-  static void weights(const uint8_t* b, Vec* w, const Vec& d, const Vec&) {
-    const auto level = levels<4>([&](const Ints& q) { return d * to_float(q - Ints(8)); });
+  template <class Sc>
+  static void weights(const uint8_t* b, Vec* w, const Sc& s) {
+    const auto level = levels<4>([&](const Ints& q) { return s.mul(to_float(q - Ints(8))); });
     FOR_VECTORS(v) w[v] = level(nibbles16(b + 2, S * v));
   }
 };
 // Q4_1 {half d, m; uint8 qs[16]}: d·q + m.
 struct Q4_1 : Scaled<Q4_1> {
   static constexpr int64_t TYPE = 3, WEIGHTS = 32, BYTES = 20;
-  static void weights(const uint8_t* b, Vec* w, const Vec& d, const Vec& m) {
-    const auto level = levels<4>([&](const Ints& q) { return exact_mul_add(d, to_float(q), m); });
+  template <class Sc>
+  static void weights(const uint8_t* b, Vec* w, const Sc& s) {
+    const auto level = levels<4>([&](const Ints& q) { return s.mul_add(to_float(q)); });
     FOR_VECTORS(v) w[v] = level(nibbles16(b + 4, S * v));
   }
 };
 // Q5_0 {half d; uint8 qh[4], qs[16]}: d·(q - 16), q's fifth bit from qh.
 struct Q5_0 : Scaled<Q5_0> {
   static constexpr int64_t TYPE = 6, WEIGHTS = 32, BYTES = 22;
-  static void weights(const uint8_t* b, Vec* w, const Vec& d, const Vec&) {
-    const auto level = levels<5>([&](const Ints& q) { return d * to_float(q - Ints(16)); });
+  template <class Sc>
+  static void weights(const uint8_t* b, Vec* w, const Sc& s) {
+    const auto level = levels<5>([&](const Ints& q) { return s.mul(to_float(q - Ints(16))); });
     FOR_VECTORS(v) w[v] = level(five(nibbles16(b + 6, S * v), fifth_bits(b + 2, S * v)));
   }
 };
 // Q5_1 {half d, m; uint8 qh[4], qs[16]}: d·q + m.
 struct Q5_1 : Scaled<Q5_1> {
   static constexpr int64_t TYPE = 7, WEIGHTS = 32, BYTES = 24;
-  static void weights(const uint8_t* b, Vec* w, const Vec& d, const Vec& m) {
-    const auto level = levels<5>([&](const Ints& q) { return exact_mul_add(d, to_float(q), m); });
+  template <class Sc>
+  static void weights(const uint8_t* b, Vec* w, const Sc& s) {
+    const auto level = levels<5>([&](const Ints& q) { return s.mul_add(to_float(q)); });
     FOR_VECTORS(v) w[v] = level(five(nibbles16(b + 8, S * v), fifth_bits(b + 4, S * v)));
   }
 };

@@ -52,9 +52,6 @@ constexpr Floats16 floats16(const int8_t (&levels)[16]) {
   return r;
 }
 inline constexpr Floats16 KVALUES_FLOAT = floats16(KVALUES);
-#if defined(CPU_CAPABILITY_AVX512)
-inline Vec iq4_table(const Vec& scale) { return scale * Vec::loadu(KVALUES_FLOAT.f); }
-#endif
 
 // A 32-weight block of nibbles packed as IQ4_NL's at qs, each the index of one of sixteen levels (`levels` as bytes,
 // `floats` the same as floats), times one scale: the block's weights as vectors.
@@ -117,8 +114,8 @@ struct MXFP4 : Format<MXFP4> {
 // IQ4_XS {half d; uint16 scales_h; uint8 scales_l[4], qs[128]}, 256 weights in eight sub-blocks of 32: sub-block
 // j's levels from qs[16j .. 16j + 16] (as IQ4_NL's), its 6-bit scale the low (even j) or high (odd j) nibble of
 // scales_l[j / 2] with bits 2j of scales_h above it. A block's factors d·(scale - 32) made once, each twice in Factors
-// (once for each 16 of its sub-block); on AVX-512 each sub-block's table of levels (iq4_table), elsewhere the block's
-// levels as bytes, made once (SignedBytes).
+// (once for each 16 of its sub-block); on AVX-512 each sub-block's table of levels (its factor times KVALUES_FLOAT),
+// elsewhere the block's levels as bytes, made once (SignedBytes).
 inline int iq4_xs_scale(const uint8_t* b, int j) {  // sub-block j's scale - 32, in [-32, 31]
   uint16_t high;
   std::memcpy(&high, b + 2, 2);
@@ -136,7 +133,7 @@ struct IQ4_XS : Format<IQ4_XS> {
   using Prep = Factors;
   static void prepare(const uint8_t* b, Prep& f) { f = iq4_xs_factors(b); }
   static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep& f) {
-    const Vec table = iq4_table(f.at(2 * j));
+    const Vec table = f.times(2 * j, Vec::loadu(KVALUES_FLOAT.f));
     const Ints u = u8(b + 8 + 16 * j);
     w[0] = _mm512_permutexvar_ps(u, table);
     w[1] = _mm512_permutexvar_ps(high(u), table);
