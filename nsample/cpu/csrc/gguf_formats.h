@@ -69,12 +69,12 @@ inline Ints fifth_bits(const uint8_t* qh, int i0) {
 }
 
 // The 32-weight formats made of a block's fp16 scales d (and m) and its q's, F::weights(block, w, scales). Their
-// chunks spread the scales in registers (halves), but for one row on AVX-512, where the tile prepares them in memory
-// (Factors: stored once a block, each broadcast from there). One row is bound by ports 0 and 5, where that saves two
-// permutes: 11-20% faster (in-process A/B, 1 thread: Q4_0, Q4_1 0.80x, Q5_0 0.82x, Q5_1 0.89x). Prepared, two rows
-// gained nothing, and four and eight were 20-25% and 9-13% slower (bound, it seems, by the loads and stores of
-// their spilled accumulators, to which it adds). The same values either way: bitwise the same weights.
-// F::weights takes the scales as Spread (in registers) or Stored (in memory, each the operand of its product).
+// chunks spread the scales in registers (halves, Spread), but for one row on AVX-512, where the tile prepares them
+// in memory (Factors: stored once a block, Stored), each then the operand of its product (times). One row is bound by
+// the shuffles' port there, where that saves two permutes: 11-20% faster (in-process A/B, 1 thread: Q4_0, Q4_1 0.80x,
+// Q5_0 0.82x, Q5_1 0.89x). Prepared, two rows gained nothing, and four and eight were 20-25% and 9-13% slower
+// (bound, it seems, by the loads and stores of their spilled accumulators, to which it adds). The same values either
+// way: bitwise the same weights.
 struct Spread {
   Vec d, m;
   Vec mul(const Vec& q) const { return d * q; }

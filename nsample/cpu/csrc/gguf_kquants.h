@@ -36,43 +36,28 @@ struct Factors {
   Vec at(int k) const {  // one broadcast load (AVX2: with Vec(f[k]) here eight rows of Q4_K were 6-9% slower, while
 #if defined(CPU_CAPABILITY_AVX2)  // Q6_K is faster that way: see Q6_K)
     return _mm256_broadcast_ss(f + k);
-#elif defined(CPU_CAPABILITY_AVX512)
-    // On AVX-512 GCC turned Vec(f[k]), and _mm512_broadcastss_ps of a load too, into a vpermd of the factors
-    // still in a register where it could: one more uop for port 5, the port the tables' reads wait for. A memory
-    // operand it must keep: one row of Q6_K 9-11% faster, Q5_K 2-3%, eight rows 2-4% (in-process A/B, 1 thread).
-    __m512 r;
-    asm("vbroadcastss %1, %0" : "=v"(r) : "m"(f[k]));
-    return r;
 #else
     return Vec(f[k]);
 #endif
   }
-  // a·f[k], a + f[k] and a - f[k]. On AVX-512 the factor is the operation's own memory operand, broadcast as it is read
-  // ({1to16}): Zen 4 runs a broadcast load (at) on the port of the shuffles, which the weights' widenings and table
-  // permutes keep busy at one row, and an embedded broadcast on the load's own. Bitwise the same products.
+  // a·f[k], a + f[k] and a - f[k]: on AVX-512 with f[k] the operation's own operand (gguf::times), elsewhere at(k).
   Vec times(int k, const Vec& a) const {
 #if defined(CPU_CAPABILITY_AVX512)
-    __m512 r;
-    asm("vmulps %2%{1to16%}, %1, %0" : "=v"(r) : "v"(static_cast<__m512>(a)), "m"(f[k]));
-    return r;
+    return gguf::times(f[k], a);
 #else
     return at(k) * a;
 #endif
   }
   Vec plus(const Vec& a, int k) const {
 #if defined(CPU_CAPABILITY_AVX512)
-    __m512 r;
-    asm("vaddps %2%{1to16%}, %1, %0" : "=v"(r) : "v"(static_cast<__m512>(a)), "m"(f[k]));
-    return r;
+    return gguf::plus(a, f[k]);
 #else
     return a + at(k);
 #endif
   }
   Vec minus(const Vec& a, int k) const {
 #if defined(CPU_CAPABILITY_AVX512)
-    __m512 r;
-    asm("vsubps %2%{1to16%}, %1, %0" : "=v"(r) : "v"(static_cast<__m512>(a)), "m"(f[k]));
-    return r;
+    return gguf::minus(a, f[k]);
 #else
     return a - at(k);
 #endif
