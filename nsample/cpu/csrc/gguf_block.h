@@ -140,8 +140,8 @@ inline Vec exact_mul_sub(const Vec& d, const Vec& q, const Vec& m) { return at::
 // A/B, 2 threads, from memory, against broadcast loads: one row of Q4_K 0.78-0.81x the time, Q5_K 0.81x, Q6_K
 // 0.83-0.85x, Q3_K 0.87x, Q4_1 0.85x, Q4_0 0.88x, Q5_1 0.96x, IQ4_XS 0.90x; two rows 0.87-0.93x (Q4_0, Q4_1, Q5_1
 // the same); four to sixteen rows the same within the A/B's noise, but for Q6_K's eight, 1.02-1.04x (an unchanged
-// copy of the old build 1.0-1.01x in the same run). Bitwise the same products. A scale made in a register (IQ4_NL's
-// and MXFP4's tables, table_chunk) keeps its broadcast: stored to be an operand, eight rows took 1.42-1.49x the time.
+// copy of the old build 1.0-1.01x in the same run). Bitwise the same products. IQ4_NL's and MXFP4's tables
+// (table_chunk) keep their scale's broadcast: as an operand, eight rows took 1.42-1.49x the time.
 #if defined(CPU_CAPABILITY_AVX512)
 inline Vec times(const float& s, const Vec& a) {
   __m512 r;
