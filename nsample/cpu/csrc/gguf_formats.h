@@ -80,11 +80,13 @@ struct Spread {
   Vec mul(const Vec& q) const { return d * q; }
   Vec mul_add(const Vec& q) const { return exact_mul_add(d, q, m); }
 };
+#if defined(CPU_CAPABILITY_AVX512)
 struct Stored {  // d·q exact, so the product rounded, then the sum: exact_mul_add's value
   const Factors& f;
   Vec mul(const Vec& q) const { return f.times(0, q); }
   Vec mul_add(const Vec& q) const { return f.plus(f.times(0, q), 1); }
 };
+#endif
 template <class F>
 struct Scaled : Format<F> {
   static void chunk(const uint8_t* b, int, Vec* w) {

@@ -40,28 +40,12 @@ struct Factors {
     return Vec(f[k]);
 #endif
   }
-  // a·f[k], a + f[k] and a - f[k]: on AVX-512 with f[k] the operation's own operand (gguf::times), elsewhere at(k).
-  Vec times(int k, const Vec& a) const {
 #if defined(CPU_CAPABILITY_AVX512)
-    return gguf::times(f[k], a);
-#else
-    return at(k) * a;
+  // a·f[k], a + f[k] and a - f[k], f[k] the operation's own operand (gguf::times): the AVX-512 chunks' products.
+  Vec times(int k, const Vec& a) const { return gguf::times(f[k], a); }
+  Vec plus(const Vec& a, int k) const { return gguf::plus(a, f[k]); }
+  Vec minus(const Vec& a, int k) const { return gguf::minus(a, f[k]); }
 #endif
-  }
-  Vec plus(const Vec& a, int k) const {
-#if defined(CPU_CAPABILITY_AVX512)
-    return gguf::plus(a, f[k]);
-#else
-    return a + at(k);
-#endif
-  }
-  Vec minus(const Vec& a, int k) const {
-#if defined(CPU_CAPABILITY_AVX512)
-    return gguf::minus(a, f[k]);
-#else
-    return a - at(k);
-#endif
-  }
 };
 // The factors as vector products on x86 (GCC made the scalar loop below into a byte-by-byte extraction there, which
 // made one row of Q4_K 20% slower than computing each chunk's factors alone), as scalar ones elsewhere.
