@@ -23,9 +23,12 @@ class EngineConfig:
                                      "running streams")
     quantize: str = option("auto", "the model's weights: none (as loaded; a .gguf file dequantized to float32 by "
                                    "transformers), int8 (two-level int8 on the CPU's int8 units, near float32), "
-                                   "gguf (a .gguf file's own blocks, memory-mapped, decoded in C++); auto: gguf for "
-                                   "a .gguf file on a CPU where nsample's kernels build, else int8 on a CPU with "
-                                   "AMX int8 units, else none", choices=("auto", "none", "int8", "gguf"))
+                                   "gguf (a .gguf file's own blocks, memory-mapped, decoded in C++), rows (a hub "
+                                   "model's or folder's weights as its checkpoint stores them, bf16, f16 or f32, "
+                                   "decoded in C++); auto: gguf for a .gguf file on a CPU where nsample's kernels "
+                                   "build, else int8 on a CPU with AMX int8 units, else rows for a hub model or "
+                                   "folder the fused C++ decode runs, else none",
+                           choices=("auto", "none", "int8", "gguf", "rows"))
     decode_activations: str = option("float32", "a GGUF's decode steps: float32 (each block expanded to the "
                                                 "float32 weights transformers would load: the float32 model's "
                                                 "numbers up to the order of sums) or int8 (each activation row "

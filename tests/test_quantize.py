@@ -38,16 +38,19 @@ PROMPTS = ["What is the capital of France?", "Write a haiku about autumn.", "Giv
 ])
 def test_auto_picks_int8_only_on_a_cpu_with_native_int8(mode, device, flags, ops, expected):
     assert choose_quantize(mode, device, flags, ops) == expected
-    assert choose_quantize("auto" if mode == "auto" else "gguf", device, flags, ops, blocks=True) == "gguf"
+    for loaded in ("gguf", "rows"):  # what the loader made of the model (a GGUF's blocks, a checkpoint's rows) stays
+        assert choose_quantize("auto" if mode == "auto" else loaded, device, flags, ops, loaded) == loaded
 
 
-@pytest.mark.parametrize("mode, device, flags, ops, blocks", [
-    ("int8", "cuda", AMX, True, False), ("int8", "cpu", AMX, False, False), ("int4", "cpu", AMX, True, False),
-    ("gguf", "cpu", AMX, True, False),  # gguf is how a GGUF file loads, not a conversion of other weights
-    ("int8", "cpu", AMX, True, True), ("none", "cpu", AMX, True, True)])  # a GGUF's blocks are not converted
-def test_an_unusable_mode_is_refused(mode, device, flags, ops, blocks):
+@pytest.mark.parametrize("mode, device, flags, ops, loaded", [
+    ("int8", "cuda", AMX, True, None), ("int8", "cpu", AMX, False, None), ("int4", "cpu", AMX, True, None),
+    ("gguf", "cpu", AMX, True, None),  # gguf is how a GGUF file loads, not a conversion of other weights
+    ("rows", "cpu", AVX2, True, None),  # rows likewise, how a hub model or folder loads
+    ("int8", "cpu", AMX, True, "gguf"), ("none", "cpu", AMX, True, "gguf"),  # a GGUF's blocks are not converted
+    ("gguf", "cpu", AMX, True, "rows"), ("int8", "cpu", AMX, True, "rows")])  # nor a checkpoint's rows
+def test_an_unusable_mode_is_refused(mode, device, flags, ops, loaded):
     with pytest.raises(ValueError, match="quantize"):
-        choose_quantize(mode, device, flags, ops, blocks)
+        choose_quantize(mode, device, flags, ops, loaded)
 
 
 def test_two_levels_reconstruct_each_row_to_a_65000th_of_its_maximum():

@@ -146,6 +146,15 @@ def use_int8_activations(model: nn.Module, on: bool) -> list[str]:
     return sorted(left)
 
 
+def embedding_scale(module: nn.Module) -> float | None | bool:
+    """How GGUFEmbedding stands in for `module`: None for a plain embedding, the factor of one that scales its rows
+    (Gemma's `scalar_embed_scale`), False for any other kind (which it cannot)."""
+    if type(module) is nn.Embedding:
+        return None
+    scale = getattr(module, "scalar_embed_scale", None)
+    return scale if isinstance(scale, float) and "embed_scale" in dict(module.named_buffers()) else False
+
+
 class GGUFEmbedding(nn.Module):
     """An embedding on a GGUF tensor's blocks: each looked-up row expanded to float32 when asked for, and multiplied
     by `scale` where the model's embedding scales its rows (Gemma's, by sqrt(hidden), as a float32 tensor)."""

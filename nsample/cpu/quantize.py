@@ -1,5 +1,6 @@
-"""The decode weights: float (`none`), two-level int8 (`int8`) for every linear layer and the tied LM head, or a GGUF
-file's own blocks (`gguf`: loaded so by gguf_model.py, nothing to swap here).
+"""The decode weights: float (`none`), two-level int8 (`int8`) for every linear layer and the tied LM head, a GGUF
+file's own blocks (`gguf`: loaded so by gguf_model.py), or a hub model's or folder's checkpoint rows in the C++
+kernels (`rows`: loaded so by model_loader.py, checkpoint_rows.py); nothing to swap here for those two.
 
 Why two-level int8 (nsample/cpu/int8_linear.py); SmolLM2-135M-Instruct, one thread of an AMX CPU, busy machine:
 - Decode reads every weight once per step, so bytes per weight are the lever, and oneDNN's prepacked int8
@@ -26,10 +27,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from nsample.cpu.checkpoint_rows import LOADED_AS
 from nsample.cpu.gguf_linear import GGUFLinear
 from nsample.cpu.int8_linear import Int8Embedding, Int8Linear, Member, SharedInput, int8_gemm_available
 
-MODES = ("none", "int8", "gguf")
+MODES = ("none", "int8", "gguf", "rows")
+LOADED = {"gguf": "a GGUF file's blocks", "rows": "its checkpoint's rows in nsample's kernels"}  # the loader's modes
 # /proc/cpuinfo names of the int8 units oneDNN's prepacked int8 GEMM was measured fast on. Not AVX512-VNNI alone: on
 # an AMD EPYC (Zen 4: AVX512-VNNI, no AMX) oneDNN 3.12 ran qlinear_pointwise on its reference kernel (ref_int8;
 # ONEDNN_VERBOSE=1 shows it), 7 s for the 576x49152 LM head at 4 rows, against 1.3-1.6 ms with AMX.
@@ -48,27 +51,37 @@ def cpu_flags() -> frozenset[str]:
 
 
 def on_blocks(model: nn.Module) -> bool:
-    """Whether `model` was loaded as a GGUF file's blocks (gguf_model.py)."""
+    """Whether `model`'s layers are the kernels' (GGUFLinear): a GGUF file's blocks or a checkpoint's rows."""
     return any(isinstance(m, GGUFLinear) for m in model.modules())
 
 
-def resolve_quantize(mode: str, device: str | torch.device, blocks: bool = False) -> str:
-    """The decode weights for `mode` on `device`, on this machine; `blocks`: the model is a GGUF's blocks."""
-    return choose_quantize(mode, torch.device(device).type, cpu_flags(), int8_gemm_available(), blocks)
+def loaded_as(model: nn.Module) -> str | None:
+    """The mode the loader gave `model` (LOADED: gguf, rows), or None where it is for the engine to choose."""
+    return getattr(model, LOADED_AS, None) or ("gguf" if on_blocks(model) else None)
 
 
-def choose_quantize(mode: str, device_type: str, flags: frozenset[str], int8_ops: bool, blocks: bool = False) -> str:
-    """gguf for a model loaded as a GGUF file's blocks (the loader decides: model_loader.as_blocks); otherwise
-    auto = int8 on a CPU with AMX int8 units (it needs oneDNN's int8 ops; INT8_FLAGS says why only there), else
-    none."""
+def resolve_quantize(mode: str, device: str | torch.device, loaded: str | None = None) -> str:
+    """The decode weights for `mode` on `device`, on this machine; `loaded`: the mode the loader gave the model."""
+    return choose_quantize(mode, torch.device(device).type, cpu_flags(), int8_gemm_available(), loaded)
+
+
+def choose_quantize(mode: str, device_type: str, flags: frozenset[str], int8_ops: bool,
+                    loaded: str | None = None) -> str:
+    """The loader's mode for a model it loaded as a GGUF file's blocks or a checkpoint's rows (model_loader decides:
+    as_blocks, as_rows); otherwise auto = int8 on a CPU with AMX int8 units (it needs oneDNN's int8 ops; INT8_FLAGS
+    says why only there), else none."""
     if mode not in ("auto", *MODES):
         raise ValueError(f"quantize must be one of auto, {', '.join(MODES)}; got {mode!r}")
-    if blocks:
-        if mode not in ("auto", "gguf"):
-            raise ValueError(f"quantize={mode!r}: this model is a GGUF file's blocks; load it with that mode instead")
-        return "gguf"
+    if loaded:
+        if mode not in ("auto", loaded):
+            raise ValueError(f"quantize={mode!r}: this model was loaded as {LOADED[loaded]}; load it with that mode "
+                             f"instead")
+        return loaded
     if mode == "gguf":
         raise ValueError("quantize='gguf' decodes on a GGUF file's blocks: load a .gguf model with it")
+    if mode == "rows":
+        raise ValueError("quantize='rows' decodes a checkpoint's rows in nsample's kernels: load a hub model or "
+                         "folder with it (nsample.load)")
     cpu = device_type == "cpu"
     if mode == "int8" and not (cpu and int8_ops):
         raise ValueError(f"quantize={mode!r} needs a CPU and a torch build with oneDNN (x86); use 'none' here")
@@ -79,8 +92,9 @@ def choose_quantize(mode: str, device_type: str, flags: frozenset[str], int8_ops
 
 def quantize(model: nn.Module, mode: str) -> nn.Module:
     """Swap `model`'s linear layers (and a tied input embedding) in place for `mode`'s kind; return it."""
-    if mode in ("none", "gguf") or any(isinstance(m, Int8Linear) for m in model.modules()):
-        return model  # as loaded (a GGUF's blocks are loaded so), or swapped already: a second call changes nothing
+    if mode in ("none", *LOADED) or any(isinstance(m, Int8Linear) for m in model.modules()):
+        return model  # as loaded (a GGUF's blocks, a checkpoint's rows are loaded so), or swapped already: a second
+        # call changes nothing
     assert mode == "int8", mode
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None

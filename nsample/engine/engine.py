@@ -10,7 +10,7 @@ import torch
 from nsample.config import EngineConfig
 from nsample.cpu.gguf_linear import int8_activations, use_int8_activations
 from nsample.cpu.openmp import release_pool
-from nsample.cpu.quantize import on_blocks, quantize, resolve_quantize
+from nsample.cpu.quantize import loaded_as, quantize, resolve_quantize
 from nsample.engine import prefix_attention
 from nsample.engine.engine_base import BaseEngine, prompt_param
 from nsample.engine.kv_cache import kv_bytes_per_token
@@ -37,11 +37,12 @@ def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto",
 class Engine(BaseEngine):
     def __init__(self, model, tokenizer, config: EngineConfig = EngineConfig(), name: str = "model"):
         """An engine on `model`; config.quantize swaps the model's layers in place (nsample/cpu/quantize.py), unless
-        the model is a GGUF file's blocks already (gguf_model.py)."""
-        self.quantize = resolve_quantize(config.quantize, model.device, on_blocks(model))  # what "auto" became
+        the loader made them the kernels' already (a GGUF file's blocks, gguf_model.py; a checkpoint's rows,
+        checkpoint_rows.py)."""
+        self.quantize = resolve_quantize(config.quantize, model.device, loaded_as(model))  # what "auto" became
         model = quantize(model, self.quantize)
         self.int8_activations = int8_activations(config.decode_activations)
-        if self.int8_activations and not on_blocks(model):
+        if self.int8_activations and self.quantize != "gguf":
             raise ValueError("decode_activations='int8' decodes a GGUF file's blocks: load a .gguf model with "
                              "quantize auto or gguf")
         use_int8_activations(model, self.int8_activations)

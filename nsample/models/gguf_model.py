@@ -38,7 +38,7 @@ from torch import nn
 
 from nsample.cpu import gguf_experts, whole_head_rotary
 from nsample.cpu.gguf_experts import GGUFExperts, GGUFRouter
-from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, readable
+from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, embedding_scale, readable
 from nsample.models import gguf_architectures, gguf_config, mapping_holes, model_cache, rope_factors, rope_scaling
 
 INDEX = "gguf_tensors.json"
@@ -206,7 +206,7 @@ def _install(model: nn.Module, hf_name: str, raw: torch.Tensor, type_id: int, ra
         linear = _linear(raw, type_id, module.hidden_dim, None if bias is None else _dense_raw(*bias).view(-1))
         setattr(parent, child, gguf_experts.router_of(module, linear))
     elif (attr == "weight" and isinstance(module, nn.Embedding) and readable(type_id, module.embedding_dim)
-          and (scale := _embedding_scale(module)) is not False):
+          and (scale := embedding_scale(module)) is not False):
         setattr(parent, child, GGUFEmbedding(raw, type_id, module.embedding_dim, scale))
     elif attr == "bias" and (type(module) is nn.Linear or isinstance(module, GGUFRouter)):
         return  # taken with its weight
@@ -274,15 +274,6 @@ def _read_rows(path: Path, info: dict) -> torch.Tensor:
 def _row_count(info: dict) -> int:
     shape = info["shape"]
     return int(np.prod(shape[:-1])) if len(shape) > 1 else 1
-
-
-def _embedding_scale(module: nn.Embedding) -> float | None | bool:
-    """None for a plain embedding, the factor of one that scales its rows (Gemma's `scalar_embed_scale`), False for
-    any other kind (loaded as float32, as it is)."""
-    if type(module) is nn.Embedding:
-        return None
-    scale = getattr(module, "scalar_embed_scale", None)
-    return scale if isinstance(scale, float) and "embed_scale" in dict(module.named_buffers()) else False
 
 
 def _parent_of(model: nn.Module, name: str) -> tuple[nn.Module, str]:

@@ -116,6 +116,31 @@ def as_blocks(model: str | None, device: torch.device, dtype: torch.dtype, quant
     return (None, why) if why else (path, None)
 
 
+def as_rows(model: str | None, device: torch.device, dtype: torch.dtype, quantize: str) -> bool:
+    """Whether a hub model or folder loads as its checkpoint's rows in nsample's kernels (checkpoint_rows.py):
+    quantize auto, on a CPU with float32 activations where the kernels build, an architecture the fused decode runs,
+    and no AMX (auto's int8 there); quantize="rows" insists, as "gguf" does."""
+    from nsample.cpu import kernels
+    from nsample.cpu.fused_decode import FAMILIES
+    from nsample.cpu.quantize import resolve_quantize
+
+    def kind() -> str:  # the architecture, from the config alone
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(model_source(model)[0]).get_text_config(decoder=True).model_type
+
+    if quantize not in ("auto", "rows") or model == TINY_NAME:
+        return False
+    why = ("the model is a .gguf file (its blocks load with quantize auto or gguf)" if gguf_path(model) is not None
+           else "it needs a CPU" if device.type != "cpu" else
+           "it needs float32 activations" if dtype != torch.float32 else
+           "nsample's C++ kernels are not available here (they need g++ and ninja)" if kernels.ops() is None else
+           f"the fused decode does not run {arch} models" if (arch := kind()) not in FAMILIES else None)
+    if why and quantize == "rows":
+        raise ValueError(f"quantize='rows' (the checkpoint's rows in nsample's kernels) is not possible: {why}")
+    return why is None and (quantize == "rows" or resolve_quantize("auto", device) == "none")
+
+
 def check_room_to_convert(gguf: Path, why: str) -> None:
     """ModelMissing where transformers' float32 conversion of `gguf` (4 bytes a weight, in memory and in the cache on
     disk) would not fit in the memory available now or on the cache's disk: a 7B file would otherwise take some
@@ -140,7 +165,9 @@ def check_room_to_convert(gguf: Path, why: str) -> None:
 
 def load_pretrained(model: str | None, device: torch.device, dtype: torch.dtype, quantize: str = "none"):
     """(model, tokenizer, served name), the model in eval mode on `device`; a GGUF file as its own blocks where
-    `quantize` (auto or gguf) allows it and the kernels run here, else through transformers' float32 conversion."""
+    `quantize` (auto or gguf) allows it and the kernels run here, else through transformers' float32 conversion; a
+    hub model or folder as its checkpoint's rows in the kernels where `quantize` (auto or rows) allows it (as_rows),
+    else as transformers loads it."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if model == TINY_NAME:
@@ -156,12 +183,17 @@ def load_pretrained(model: str | None, device: torch.device, dtype: torch.dtype,
 
         m, tok = gguf_model.load(blocks, cache_dir())
         return m, tok, EMBEDDED_NAME if model is None else blocks.stem
-    source, name = model_source(model)
     try:
+        rows = as_rows(model, device, dtype, quantize)  # before model_source, which converts a GGUF it names
+        source, name = model_source(model)
         tokenizer = AutoTokenizer.from_pretrained(source)
-        m = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+        m = AutoModelForCausalLM.from_pretrained(source, dtype="auto" if rows else dtype)  # rows: as stored
     except OSError as e:
         raise ModelMissing(f"Could not load model '{model}': {e}") from e
+    if rows:
+        from nsample.cpu.checkpoint_rows import to_rows
+
+        return to_rows(m).eval(), tokenizer, name
     if (gguf := gguf_path(model)) is not None:  # its rope scaling, Llama 3's factors: transformers ignores both
         from nsample.models import gguf_model, rope_factors, rope_scaling
 
