@@ -25,14 +25,20 @@ FAMILIES = {  # model type -> its own config: a tied and an untied head, q/k nor
     "gemma3_text": dict(sliding_window=16),
     "phi3": dict(pad_token_id=0, tie_word_embeddings=False),  # q|k|v and gate|up each one projection
 }
+AROUND = {  # kinds whose decode stays in transformers' modules around the kernels' projections
+    "qwen3_moe": dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=64, tie_word_embeddings=False),
+    "phi3": dict(pad_token_id=0, partial_rotary_factor=0.5, tie_word_embeddings=False),  # Phi-4-mini's rotary
+}
 PROMPTS = ["The capital of France is", "Once upon a time"]
 
 
-def folder(tmp_path_factory, model_type: str, dtype: torch.dtype):
-    """A tiny random `model_type` saved as a checkpoint of `dtype`, with the embedded model's tokenizer."""
+def folder(tmp_path_factory, model_type: str, dtype: torch.dtype, config: dict | None = None):
+    """A tiny random `model_type` (its FAMILIES config, or `config`) saved as a checkpoint of `dtype`, with the
+    embedded model's tokenizer."""
     _, tokenizer = tiny_model()
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **SHAPE | FAMILIES[model_type]))
+    config = FAMILIES[model_type] if config is None else config
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **SHAPE | config))
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn_like(p) * 0.3)  # norms and biases too, so that each weighs in
@@ -88,6 +94,26 @@ def test_a_bf16_folder_decodes_on_its_rows_as_the_float32_model(tmp_path_factory
             assert choice.token_ids == logp.argmax(-1).tolist()
             assert max(abs(x.logprob - logp[i, t].item()) for i, (x, t) in
                        enumerate(zip(choice.logprobs, choice.token_ids))) < 1e-4
+    finally:
+        engine.close()
+
+
+@needs_kernels
+@pytest.mark.parametrize("model_type", list(AROUND))
+def test_experts_and_partial_rotaries_run_in_transformers_modules_around_the_rows(tmp_path_factory, model_type):
+    """A MoE checkpoint's experts (transformers' fused 3-D parameters) stay float32, and Phi-4-mini's partial rotary
+    is not turned to whole heads: the fused decode does not apply, the projections are rows all the same."""
+    path = folder(tmp_path_factory, model_type, torch.bfloat16, AROUND[model_type])
+    ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    engine = nsample.load(str(path))
+    try:
+        assert engine.quantize == "rows" and engine.runner.fused is None
+        assert {m.format for m in engine.model.modules() if type(m) is GGUFLinear} == {"BF16"}
+        for prompt in PROMPTS:
+            got = engine.generate(prompt, temperature=0, max_tokens=8, ignore_eos=True).choices[0].token_ids
+            ids = engine.tokenizer(prompt, return_tensors="pt").input_ids
+            want = ref.generate(ids, max_new_tokens=8, min_new_tokens=8, do_sample=False)[0, ids.shape[1]:]
+            assert got == want.tolist()
     finally:
         engine.close()
 
