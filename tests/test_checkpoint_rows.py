@@ -1,6 +1,7 @@
 """A hub model's or folder's weights as its checkpoint stores them, in the C++ kernels (quantize auto or rows):
-each weight's rows in the narrowest exact type, the fused decode on them, the float32 model's numbers up to the order
-of sums, and the seed contract; quantize none keeps transformers' modules, and rows where it cannot run is an error."""
+each weight's rows in the narrowest exact type, the fused decode on them (experts and partial rotaries included), the
+float32 model's numbers up to the order of sums, and the seed contract; quantize none keeps transformers' modules,
+and rows where it cannot run is an error."""
 import pytest
 import torch
 from gguf_fixtures import HAS_GGUF
@@ -11,38 +12,42 @@ from transformers import AutoConfig, AutoModelForCausalLM
 import nsample
 from nsample.cpu import kernels, weights_report
 from nsample.cpu.checkpoint_rows import exact_rows
+from nsample.cpu.gguf_experts import GGUFExperts
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
+from nsample.cpu.whole_head_rotary import WholeHeadRotary
 from nsample.models.embedded import embedded_gguf
 from nsample.models.tiny_model import tiny_model
 
 needs_kernels = pytest.mark.skipif(kernels.ops() is None, reason="no C++ kernels here")
 SHAPE = dict(vocab_size=49152, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, head_dim=32, max_position_embeddings=2048, rms_norm_eps=1e-6)
-FAMILIES = {  # model type -> its own config: a tied and an untied head, q/k norms, biases, Gemma's scaled embedding
-    "llama": dict(tie_word_embeddings=True),
-    "qwen2": dict(tie_word_embeddings=False),  # q/k/v biases
-    "qwen3": dict(tie_word_embeddings=True),
-    "gemma3_text": dict(sliding_window=16),
-    "phi3": dict(pad_token_id=0, tie_word_embeddings=False),  # q|k|v and gate|up each one projection
-}
-AROUND = {  # kinds whose decode stays in transformers' modules around the kernels' projections
-    "qwen3_moe": dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=64, tie_word_embeddings=False),
-    "phi3": dict(pad_token_id=0, partial_rotary_factor=0.5, tie_word_embeddings=False),  # Phi-4-mini's rotary
+FAMILIES = {  # a tied and an untied head, q/k norms, biases, Gemma's scaled embedding, experts, a partial rotary
+    "llama": ("llama", dict(tie_word_embeddings=True)),
+    "qwen2": ("qwen2", dict(tie_word_embeddings=False)),  # q/k/v biases
+    "qwen3": ("qwen3", dict(tie_word_embeddings=True)),
+    "gemma3": ("gemma3_text", dict(sliding_window=16)),
+    "phi3": ("phi3", dict(pad_token_id=0, tie_word_embeddings=False)),  # q|k|v and gate|up each one projection
+    "phi4mini": ("phi3", dict(pad_token_id=0, partial_rotary_factor=0.5, tie_word_embeddings=True)),  # whole heads
+    "qwen3moe": ("qwen3_moe", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=64,
+                                   tie_word_embeddings=False)),  # experts as transformers' fused 3-D parameters
+    "qwen2moe": ("qwen2_moe", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=64,
+                                   shared_expert_intermediate_size=128, tie_word_embeddings=False)),
+    "mixtral": ("mixtral", dict(num_local_experts=4, num_experts_per_tok=2, tie_word_embeddings=False)),
 }
 PROMPTS = ["The capital of France is", "Once upon a time"]
 
 
-def folder(tmp_path_factory, model_type: str, dtype: torch.dtype, config: dict | None = None):
-    """A tiny random `model_type` (its FAMILIES config, or `config`) saved as a checkpoint of `dtype`, with the
-    embedded model's tokenizer."""
+def folder(tmp_path_factory, family: str, dtype: torch.dtype):
+    """A tiny random model of `family` (FAMILIES) saved as a checkpoint of `dtype`, with the embedded model's
+    tokenizer."""
     _, tokenizer = tiny_model()
     torch.manual_seed(0)
-    config = FAMILIES[model_type] if config is None else config
+    model_type, config = FAMILIES[family]
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **SHAPE | config))
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn_like(p) * 0.3)  # norms and biases too, so that each weighs in
-    path = tmp_path_factory.mktemp(f"{model_type}-{str(dtype).removeprefix('torch.')}")
+    path = tmp_path_factory.mktemp(f"{family}-{str(dtype).removeprefix('torch.')}")
     model.to(dtype).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
@@ -64,14 +69,16 @@ def test_rows_keep_each_weight_bit_for_bit_in_the_narrowest_exact_type(dtype, ty
 
 
 @needs_kernels
-@pytest.mark.parametrize("model_type", list(FAMILIES))
-def test_a_bf16_folder_decodes_on_its_rows_as_the_float32_model(tmp_path_factory, model_type):
-    path = folder(tmp_path_factory, model_type, torch.bfloat16)
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_bf16_folder_decodes_on_its_rows_as_the_float32_model(tmp_path_factory, family):
+    path = folder(tmp_path_factory, family, torch.bfloat16)
     ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     engine = nsample.load(str(path))
     try:
         assert engine.quantize == "rows" and engine.runner.fused is not None
         model = engine.model
+        assert any(type(m) is GGUFExperts for m in model.modules()) == ("moe" in family or family == "mixtral")
+        assert isinstance(model.model.rotary_emb, WholeHeadRotary) == (family == "phi4mini")
         linears = [m for m in model.modules() if type(m) is GGUFLinear]
         assert linears and {m.format for m in linears} == {"BF16"} and not any(
             type(m) is nn.Linear for m in model.modules())
@@ -99,28 +106,9 @@ def test_a_bf16_folder_decodes_on_its_rows_as_the_float32_model(tmp_path_factory
 
 
 @needs_kernels
-@pytest.mark.parametrize("model_type", list(AROUND))
-def test_experts_and_partial_rotaries_run_in_transformers_modules_around_the_rows(tmp_path_factory, model_type):
-    """A MoE checkpoint's experts (transformers' fused 3-D parameters) stay float32, and Phi-4-mini's partial rotary
-    is not turned to whole heads: the fused decode does not apply, the projections are rows all the same."""
-    path = folder(tmp_path_factory, model_type, torch.bfloat16, AROUND[model_type])
-    ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    engine = nsample.load(str(path))
-    try:
-        assert engine.quantize == "rows" and engine.runner.fused is None
-        assert {m.format for m in engine.model.modules() if type(m) is GGUFLinear} == {"BF16"}
-        for prompt in PROMPTS:
-            got = engine.generate(prompt, temperature=0, max_tokens=8, ignore_eos=True).choices[0].token_ids
-            ids = engine.tokenizer(prompt, return_tensors="pt").input_ids
-            want = ref.generate(ids, max_new_tokens=8, min_new_tokens=8, do_sample=False)[0, ids.shape[1]:]
-            assert got == want.tolist()
-    finally:
-        engine.close()
-
-
-@needs_kernels
-def test_the_seed_contract_holds_on_a_checkpoints_rows(tmp_path_factory):
-    engine = nsample.load(str(folder(tmp_path_factory, "qwen3", torch.bfloat16)))
+@pytest.mark.parametrize("family", ["qwen3", "qwen3moe"])
+def test_the_seed_contract_holds_on_a_checkpoints_rows(tmp_path_factory, family):
+    engine = nsample.load(str(folder(tmp_path_factory, family, torch.bfloat16)))
     try:
         assert engine.quantize == "rows"
         assert_choices_replay_alone(engine, "Write a short poem about the sea.", n=4, seed=11, max_tokens=24,

@@ -5,17 +5,23 @@ torch operators (SmolLM2-135M here: 14 tokens/s for one choice, 73 for eight). T
 and BF16 rows as well as blocks (csrc/gguf_formats.h), expanded in registers to exactly their float32 values, so
 each projection becomes a GGUFLinear on its own weight's bytes in the narrowest of bf16, f16 and f32 that holds
 every value exactly (a bf16 checkpoint's weights, upcast by transformers, go back to bf16 bit for bit), the input
-embedding a GGUFEmbedding (a tied LM head reads its rows), norms and the rest float32; and the model decodes in the
-fused C++ layers (fused_decode.py), as a GGUF file's does. The numbers are the float32 model's up to the order of
-sums: no weight is rounded.
+embedding a GGUFEmbedding (a tied LM head reads its rows), a mixture of experts' router a GGUFRouter and its experts
+(Qwen 2 and 3 MoE's, Mixtral's fused 3-D parameters) a GGUFExperts on their rows, norms and the rest float32; and the
+model decodes in the fused C++ layers (fused_decode.py), as a GGUF file's does. A partial rotary embedding
+(Phi-4-mini's) is made one of whole heads, its q/k rows put in whole_head_rotary's order, as a GGUF file's are. The
+numbers are the float32 model's up to the order of sums: no weight is rounded.
 """
 import torch
 from torch import nn
 
+from nsample.cpu import gguf_experts, whole_head_rotary
+from nsample.cpu.gguf_experts import GGUFExperts
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, embedding_scale, readable
 
 ROW_TYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 30}  # ggml's F32, F16, BF16
 LOADED_AS = "nsample_loaded_as"  # the model attribute that says its weights are rows ("rows"; gguf_model: blocks)
+FUSED_EXPERTS = {"Qwen2MoeExperts", "Qwen3MoeExperts", "MixtralExperts"}  # gate_up_proj (E, 2F, H), gate's rows
+# first, and down_proj (E, H, F); gpt-oss's (transposed, gate and up interleaved, biased) stay float32
 
 
 def exact_rows(w: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -45,10 +51,22 @@ def to_rows(model: nn.Module) -> nn.Module:
         model.set_input_embeddings(GGUFEmbedding(raw, type_id, embed.embedding_dim, scale))
         if tied:  # the same bytes, through a view of its own (as a GGUF's tied head: counted once, as a head)
             model.set_output_embeddings(GGUFLinear(raw.view(raw.shape), type_id, head.in_features, _bias(head)))
+    turned = _partial_rotary(model)
     for parent in list(model.modules()):
         for name, m in list(parent.named_children()):
             if type(m) is nn.Linear and readable(0, m.in_features):
-                setattr(parent, name, GGUFLinear(*exact_rows(m.weight), m.in_features, _bias(m)))
+                raw, type_id = exact_rows(m.weight)
+                if turned and name in ("q_proj", "k_proj", "qkv_proj"):  # a copy, in whole heads' order
+                    cfg = model.config.get_text_config(decoder=True)
+                    raw = raw[whole_head_rotary.qk_rows(cfg.num_attention_heads, cfg.num_key_value_heads, *turned,
+                                                        len(raw))]
+                setattr(parent, name, GGUFLinear(raw, type_id, m.in_features, _bias(m)))
+            elif gguf_experts.is_router(m) and getattr(m, "bias", None) is None and readable(0, m.weight.shape[1]):
+                setattr(parent, name, gguf_experts.router_of(m, GGUFLinear(*exact_rows(m.weight), m.weight.shape[1])))
+            elif type(m).__name__ in FUSED_EXPERTS and readable(0, m.hidden_dim) and readable(0, m.intermediate_dim):
+                setattr(parent, name, _experts(m))
+    if turned:
+        whole_head_rotary.install(model)
     if isinstance(head := model.get_output_embeddings(), GGUFLinear):
         head.head = True
     model.float()  # norms, biases, buffers: what is left
@@ -59,3 +77,21 @@ def to_rows(model: nn.Module) -> nn.Module:
 def _bias(m: nn.Linear) -> torch.Tensor | None:
     return None if m.bias is None else m.bias.detach().float()
 
+
+
+def _experts(m: nn.Module) -> GGUFExperts:
+    """A fused experts module's projections on their rows (E, rows, row bytes); gate and up the halves of gate|up."""
+    E, H, F = m.num_experts, m.hidden_dim, m.intermediate_dim
+    gate_up, gt = exact_rows(m.gate_up_proj.reshape(E * 2 * F, H))
+    down, dt = exact_rows(m.down_proj.reshape(E * H, F))
+    gate, up = gate_up.view(E, 2 * F, -1).chunk(2, dim=1)  # views: each expert's rows stay contiguous
+    return GGUFExperts({"gate": (gate, gt, H), "up": (up, gt, H), "down": (down.view(E, H, -1), dt, F)}, E, m.act_fn)
+
+
+def _partial_rotary(model: nn.Module) -> tuple[int, int] | None:
+    """(head size, turned size) where the rotary embedding turns part of each head and its q/k rows can be put in
+    whole_head_rotary's order (no bias on them), else None (as gguf_model's)."""
+    D, R = whole_head_rotary.rotary_size(model.config.get_text_config(decoder=True))
+    biased = any(type(m) is nn.Linear and m.bias is not None and n.endswith(("q_proj", "k_proj", "qkv_proj"))
+                 for n, m in model.named_modules())
+    return (D, R) if R < D and R % 2 == 0 and (D - R) % 2 == 0 and not biased else None
