@@ -14,8 +14,10 @@ from nsample.cpu import kernels, weights_report
 from nsample.cpu.checkpoint_rows import exact_rows
 from nsample.cpu.gguf_experts import GGUFExperts
 from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear
+from nsample.cpu.quantize import resolve_quantize
 from nsample.cpu.whole_head_rotary import WholeHeadRotary
 from nsample.models.embedded import embedded_gguf
+from nsample.models.model_loader import as_rows
 from nsample.models.tiny_model import tiny_model
 
 needs_kernels = pytest.mark.skipif(kernels.ops() is None, reason="no C++ kernels here")
@@ -73,7 +75,7 @@ def test_rows_keep_each_weight_bit_for_bit_in_the_narrowest_exact_type(dtype, ty
 def test_a_bf16_folder_decodes_on_its_rows_as_the_float32_model(tmp_path_factory, family):
     path = folder(tmp_path_factory, family, torch.bfloat16)
     ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    engine = nsample.load(str(path))
+    engine = nsample.load(str(path), quantize="rows")  # auto's too, but on a CPU with AMX (int8 there)
     try:
         assert engine.quantize == "rows" and engine.runner.fused is not None
         model = engine.model
@@ -108,7 +110,7 @@ def test_a_bf16_folder_decodes_on_its_rows_as_the_float32_model(tmp_path_factory
 @needs_kernels
 @pytest.mark.parametrize("family", ["qwen3", "qwen3moe"])
 def test_the_seed_contract_holds_on_a_checkpoints_rows(tmp_path_factory, family):
-    engine = nsample.load(str(folder(tmp_path_factory, family, torch.bfloat16)))
+    engine = nsample.load(str(folder(tmp_path_factory, family, torch.bfloat16)), quantize="rows")
     try:
         assert engine.quantize == "rows"
         assert_choices_replay_alone(engine, "Write a short poem about the sea.", n=4, seed=11, max_tokens=24,
@@ -120,7 +122,7 @@ def test_the_seed_contract_holds_on_a_checkpoints_rows(tmp_path_factory, family)
 @needs_kernels
 def test_float16_and_float32_checkpoints_keep_their_own_type_and_none_keeps_transformers(tmp_path_factory):
     for dtype, name in ((torch.float16, "F16"), (torch.float32, "F32")):
-        engine = nsample.load(str(folder(tmp_path_factory, "llama", dtype)))
+        engine = nsample.load(str(folder(tmp_path_factory, "llama", dtype)), quantize="rows")
         try:
             assert {m.format for m in engine.model.modules() if type(m) is GGUFLinear} == {name}
         finally:
@@ -144,3 +146,11 @@ def test_rows_where_they_cannot_run_is_an_error(tmp_path_factory):
         nsample.load("nsample/tiny-random", quantize="rows")
     with pytest.raises(ValueError, match="decodes a GGUF file's blocks"):
         nsample.load(path, decode_activations="int8")
+    multimodal = tmp_path_factory.mktemp("gemma3-multimodal")  # a Gemma 3 of 4B and up: its towers, its own type
+    AutoConfig.for_model("gemma3").save_pretrained(multimodal)
+    cpu = torch.device("cpu")
+    assert not as_rows(str(multimodal), cpu, torch.float32, "auto")  # as transformers loads it
+    with pytest.raises(ValueError, match="does not run gemma3 models"):
+        as_rows(str(multimodal), cpu, torch.float32, "rows")
+    assert as_rows(path, cpu, torch.float32, "auto") == (resolve_quantize("auto", "cpu") == "none")  # AMX: int8
+    assert as_rows(path, cpu, torch.float32, "rows") and not as_rows(path, cpu, torch.float32, "none")

@@ -124,10 +124,10 @@ def as_rows(model: str | None, device: torch.device, dtype: torch.dtype, quantiz
     from nsample.cpu.fused_decode import FAMILIES
     from nsample.cpu.quantize import resolve_quantize
 
-    def kind() -> str:  # the architecture, from the config alone
+    def kind() -> str:  # the architecture, from the config alone (a multimodal one's own: its towers stay as loaded)
         from transformers import AutoConfig
 
-        return AutoConfig.from_pretrained(model_source(model)[0]).get_text_config(decoder=True).model_type
+        return AutoConfig.from_pretrained(model_source(model)[0]).model_type
 
     if quantize not in ("auto", "rows") or model == TINY_NAME:
         return False
