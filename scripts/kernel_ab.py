@@ -8,9 +8,9 @@ stream from memory as in a decode step. A build's extra compiler flags go in EXT
 (else $CXX, else c++). --kernel int8 times the int8-activation kernel (gguf_decode_q8_linear) instead of the float32.
 Usage: python scripts/kernel_ab.py --isa avx2 --rows 1 8 --threads 2 [--copies 8] \
            [--shapes 12x5632x2048 14x2048x5632] --builds old=/tmp/old/nsample/cpu/csrc new=nsample/cpu/csrc
-A shape is TYPExNxK, TYPE a ggml type id: 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 10 Q2_K, 11 Q3_K, 12 Q4_K, 13 Q5_K,
-14 Q6_K, 16 IQ2_XXS, 17 IQ2_XS, 18 IQ3_XXS, 19 IQ1_S, 20 IQ4_NL, 21 IQ3_S, 22 IQ2_S, 23 IQ4_XS, 29 IQ1_M,
-39 MXFP4.
+A shape is TYPExNxK, TYPE a ggml type id: 0 F32, 1 F16, 30 BF16, 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 10 Q2_K,
+11 Q3_K, 12 Q4_K, 13 Q5_K, 14 Q6_K, 16 IQ2_XXS, 17 IQ2_XS, 18 IQ3_XXS, 19 IQ1_S, 20 IQ4_NL, 21 IQ3_S, 22 IQ2_S,
+23 IQ4_XS, 29 IQ1_M, 39 MXFP4.
 """
 import argparse
 import os
@@ -28,6 +28,7 @@ from nsample.cpu.instruction_sets import ISA_FLAGS
 SCALES = {2: (0,), 8: (0,), 6: (0,), 3: (0, 2), 7: (0, 2), 10: (80, 82), 11: (108,), 12: (0, 2), 13: (0, 2),
           14: (208,), 16: (0,), 17: (0,), 18: (0,), 19: (0,), 20: (0,), 21: (0,), 22: (0,), 23: (0,),
           29: (), 39: ()}  # fp16 scale offsets (IQ1_M's d is the top nibbles of its scales, left random)
+PLAIN = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}  # F32, F16, BF16 rows (hub models' checkpoint rows)
 E8M0 = {39: 0}  # MXFP4's scale byte, a power of two: set to 2^-8 (random bytes reach 2^127)
 
 
@@ -48,7 +49,10 @@ def build(name: str, csrc: Path, isa: str):
 
 
 def random_blocks(kind: int, N: int, K: int, g: torch.Generator) -> torch.Tensor:
-    """N rows of K weights in random blocks of ggml type `kind`, with small fp16 scales."""
+    """N rows of K weights in random blocks of ggml type `kind`, with small fp16 scales (plain F32, F16, BF16 rows:
+    small normal values, where random bytes would be NaNs and subnormals too)."""
+    if kind in PLAIN:
+        return (torch.randn(N, K, generator=g) * 0.02).to(PLAIN[kind]).view(torch.uint8).reshape(N, -1).contiguous()
     weights, size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
     b = torch.randint(0, 256, (N, K // weights, size), dtype=torch.uint8, generator=g)
     half = torch.tensor([0.01], dtype=torch.float16).view(torch.uint8)

@@ -183,6 +183,7 @@ struct Format {
   // Rows below which a tile prepares each block's shared part once (prepare, then chunk_with); from there on it calls
   // chunk alone (Scaled's formats, gguf_formats.h). Always, here.
   static constexpr int PREPARED_BELOW = 1 << 30;
+  static constexpr bool PLAIN = false;  // F32, F16, BF16 rows (gguf_formats.h): no scales, 2-4 bytes a weight
   struct Prep {};
   static void prepare(const uint8_t*, Prep&) {}
   static void chunk_with(const uint8_t* b, int j, Vec* w, const Prep&) { F::chunk(b, j, w); }

@@ -15,18 +15,21 @@ namespace gguf {
 // F32, F16, BF16: plain values, read 32 at a time as one "block".
 struct F32 : Format<F32> {
   static constexpr int64_t TYPE = 0, WEIGHTS = 32, BYTES = 128;
+  static constexpr bool PLAIN = true;
   static void chunk(const uint8_t* b, int, Vec* w) {
     FOR_VECTORS(v) w[v] = Vec::loadu(b + 4 * S * v);
   }
 };
 struct F16 : Format<F16> {
   static constexpr int64_t TYPE = 1, WEIGHTS = 32, BYTES = 64;
+  static constexpr bool PLAIN = true;
   static void chunk(const uint8_t* b, int, Vec* w) {
     FOR_VECTORS(v) at::vec::load_fp32_from_fp16(reinterpret_cast<const c10::Half*>(b) + S * v, w[v]);
   }
 };
 struct BF16 : Format<BF16> {  // the top half of a float32: exact
   static constexpr int64_t TYPE = 30, WEIGHTS = 32, BYTES = 64;
+  static constexpr bool PLAIN = true;
   static void chunk(const uint8_t* b, int, Vec* w) {
     FOR_VECTORS(v)
       at::vec::load_fp32_from_bf16(reinterpret_cast<const c10::BFloat16*>(b) + S * v, w[v]);

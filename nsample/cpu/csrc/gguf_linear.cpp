@@ -43,8 +43,13 @@ constexpr int columns(int R) {
 
 // Bytes of a row tile's slice of x, which every column reads again: two thirds of the L1 data cache (32 KiB of 48
 // on a Xeon; 16384 before, which at 8 rows and K = 576 cut x into slices of 16 and 2 blocks and was 10-20% slower),
-// the rest for the weights streaming through, where a tile reads x once for each column (AVX2's eight rows) or a
-// 32-weight format's four rows (their x K apart, read for two columns: 1.11-1.13x the time on half L2). Other
+// the rest for the weights streaming through, where a tile reads x once for each column (AVX2's eight rows), a
+// 32-weight format's four rows (their x K apart, read for two columns: 1.11-1.13x the time on half L2), or plain F32,
+// F16 and BF16 rows (a hub model's checkpoint rows, 2 or 4 bytes a weight through L1 beside x). Since stop 57 those
+// take L1's slices and steady requests (below), where they took half L2 and, from four rows up, bursts: in-process
+// A/B, 2 threads, from memory, AVX-512, BF16 and F16 four rows 0.61-0.73x the time, eight 0.69-0.75x, sixteen
+// 0.83-0.91x, two at K = 5632 0.72-0.77x, one the same; F32 0.52x, 0.84x, 0.73x; AVX2 four rows 0.74x, eight
+// 0.87-0.93x. Other
 // tiles read each x vector once for two to four columns (columns): they take half the L2 cache, so that a column's
 // blocks are read as one run, not a slice's few blocks at a time (on Zen 4, 32 KiB of L1, x of 2048 floats went to
 // eight rows of a K-quant in slices of two blocks), and x comes from L2 at a half or less the rate of the
@@ -60,7 +65,7 @@ int64_t x_bytes() {
 #else
   static const long l1 = 0, l2 = 0;
 #endif
-  constexpr bool wide = columns(R) > 1 && (R != 4 || F::WEIGHTS == 256);
+  constexpr bool wide = columns(R) > 1 && (R != 4 || F::WEIGHTS == 256) && !F::PLAIN;
   return wide ? (l2 > 0 ? l2 : 1 << 20) / 2 : (l1 > 0 ? l1 : 32768) * 2 / 3;
 }
 
@@ -102,9 +107,11 @@ struct Pass {
 // tokens/s so against 58 with the bursts from eight rows up (benchmark.py, two rounds each, one after the other).
 // The bursts went into L1 until stop 37: into L2, four and eight rows of Q4_1, Q8_0 and F16 took 2-9% less time
 // from L3, the same from memory; with no requests at all, from memory, 1.2-1.5x as long (in-process A/B, 2 threads).
+// Plain F32, F16 and BF16 rows take them at every size too (stop 57; x_bytes says what it gained): their loop has no
+// scales to spill around.
 template <class F>
 constexpr bool steady(int R) {
-  return F::WEIGHTS == 256 || R < 4;
+  return F::WEIGHTS == 256 || R < 4 || F::PLAIN;
 }
 inline void burst(const uint8_t* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
