@@ -78,7 +78,6 @@ def _bias(m: nn.Linear) -> torch.Tensor | None:
     return None if m.bias is None else m.bias.detach().float()
 
 
-
 def _experts(m: nn.Module) -> GGUFExperts:
     """A fused experts module's projections on their rows (E, rows, row bytes); gate and up the halves of gate|up."""
     E, H, F = m.num_experts, m.hidden_dim, m.intermediate_dim
