@@ -78,9 +78,9 @@ def test_decode_is_x_times_w_and_each_row_is_bitwise_its_own(ops, tensor, M):
 def test_long_rows_go_in_slices_and_sum_as_one(ops, type_id):
     """K so long that row tiles' x goes in slices of K: a tile that reads x once for several columns takes half the
     L2 cache (K = 33024 at eight rows is 1 MiB: two slices or more for an L2 of up to 2 MiB; at four rows 516 KiB),
-    one that reads it for each column, a 32-weight format's four rows or plain rows (BF16), two thirds of L1. Twelve rows, a tile of
-    eight and one of four: each row's sums carried from slice to slice as one pass makes them, bitwise as the row
-    alone, and x · wᵀ."""
+    one that reads it for each column, a 32-weight format's four rows or plain rows (BF16), two thirds of L1. Twelve
+    rows, a tile of eight and one of four: each row's sums carried from slice to slice as one pass makes them, bitwise
+    as the row alone, and x · wᵀ."""
     K = 129 * 256
     blocks, weights = quantized(type_id, K)
     x = torch.randn(12, K, generator=torch.Generator().manual_seed(0))
