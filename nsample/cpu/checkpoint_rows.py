@@ -20,6 +20,7 @@ from nsample.cpu.gguf_linear import GGUFEmbedding, GGUFLinear, embedding_scale, 
 
 ROW_TYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 30}  # ggml's F32, F16, BF16
 LOADED_AS = "nsample_loaded_as"  # the model attribute that says its weights are rows ("rows"; gguf_model: blocks)
+QK = ("q_proj", "k_proj", "qkv_proj")  # the projections a partial rotary's turn reorders (Phi 3's joined q|k|v)
 FUSED_EXPERTS = {"Qwen2MoeExperts", "Qwen3MoeExperts", "MixtralExperts"}  # gate_up_proj (E, 2F, H), gate's rows
 # first, and down_proj (E, H, F); gpt-oss's (transposed, gate and up interleaved, biased) stay float32
 
@@ -51,13 +52,14 @@ def to_rows(model: nn.Module) -> nn.Module:
         model.set_input_embeddings(GGUFEmbedding(raw, type_id, embed.embedding_dim, scale))
         if tied:  # the same bytes, through a view of its own (as a GGUF's tied head: counted once, as a head)
             model.set_output_embeddings(GGUFLinear(raw.view(raw.shape), type_id, head.in_features, _bias(head)))
-    turned = _partial_rotary(model)
+    cfg = model.config.get_text_config(decoder=True)
+    turned = whole_head_rotary.turnable(cfg, any(  # Phi-4-mini's partial rotary
+        type(m) is nn.Linear and m.bias is not None and n.endswith(QK) for n, m in model.named_modules()))
     for parent in list(model.modules()):
         for name, m in list(parent.named_children()):
             if type(m) is nn.Linear and readable(0, m.in_features):
                 raw, type_id = exact_rows(m.weight)
-                if turned and name in ("q_proj", "k_proj", "qkv_proj"):  # a copy, in whole heads' order
-                    cfg = model.config.get_text_config(decoder=True)
+                if turned and name in QK:  # a copy, in whole heads' order
                     raw = raw[whole_head_rotary.qk_rows(cfg.num_attention_heads, cfg.num_key_value_heads, *turned,
                                                         len(raw))]
                 setattr(parent, name, GGUFLinear(raw, type_id, m.in_features, _bias(m)))
@@ -86,11 +88,3 @@ def _experts(m: nn.Module) -> GGUFExperts:
     gate, up = gate_up.view(E, 2 * F, -1).chunk(2, dim=1)  # views: each expert's rows stay contiguous
     return GGUFExperts({"gate": (gate, gt, H), "up": (up, gt, H), "down": (down.view(E, H, -1), dt, F)}, E, m.act_fn)
 
-
-def _partial_rotary(model: nn.Module) -> tuple[int, int] | None:
-    """(head size, turned size) where the rotary embedding turns part of each head and its q/k rows can be put in
-    whole_head_rotary's order (no bias on them), else None (as gguf_model's)."""
-    D, R = whole_head_rotary.rotary_size(model.config.get_text_config(decoder=True))
-    biased = any(type(m) is nn.Linear and m.bias is not None and n.endswith(("q_proj", "k_proj", "qkv_proj"))
-                 for n, m in model.named_modules())
-    return (D, R) if R < D and R % 2 == 0 and (D - R) % 2 == 0 and not biased else None

@@ -22,8 +22,8 @@ They are compiled (g++, or clang with OpenMP as openmp() says, macOS's included,
 cores) the first time a quantized model (or a hub model as its checkpoint's rows) loads, into $TORCH_EXTENSIONS_DIR
 (else ~/.cache/torch_extensions), keyed by torch version and instruction set; later loads take the built library;
 `nsample build-kernels` builds them ahead of a first start. One process builds at a time; another waits for it at
-most NSAMPLE_KERNEL_WAIT_S seconds
-(default 600), and a build stopped midway never hangs the next start (build_lock.py). Without a compiler, on a CPU
+most NSAMPLE_KERNEL_WAIT_S seconds (default 600), and a build stopped midway never hangs the next start
+(build_lock.py). Without a compiler, on a CPU
 without AVX2 or NEON, past that wait, or with NSAMPLE_NO_CPP=1, the ATen ops in int8_linear.py run instead, a GGUF's
 blocks are dequantized at load, and decode steps go through transformers.
 """

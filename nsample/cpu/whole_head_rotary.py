@@ -50,6 +50,13 @@ def rotary_size(config) -> tuple[int, int]:
     return D, int(D * config.rope_parameters.get("partial_rotary_factor", 1.0))
 
 
+def turnable(config, biased: bool) -> tuple[int, int] | None:
+    """(D, R) where the config's rotary embedding turns part of each head and its q/k rows can be put in head_order
+    (`biased`: a bias on them, which this does not move), else None."""
+    D, R = rotary_size(config)
+    return (D, R) if R < D and R % 2 == 0 and (D - R) % 2 == 0 and not biased else None
+
+
 def install(model: nn.Module) -> None:
     """Swap the model's partial rotary embedding for a WholeHeadRotary; its q/k rows must be in qk_rows' order."""
     D, R = rotary_size(model.config)

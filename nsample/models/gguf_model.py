@@ -163,9 +163,8 @@ def load(path: Path, cache: Path):
 def _partial_rotary(config, tensors: dict) -> tuple[int, int] | None:
     """(head size, turned size) where the rotary embedding turns part of each head and its q/k rows can be put in
     whole_head_rotary's order (no bias on them), else None."""
-    D, R = whole_head_rotary.rotary_size(config)
     biased = any(n.endswith(("q_proj.bias", "k_proj.bias", "qkv_proj.bias")) for n in tensors)
-    return (D, R) if R < D and R % 2 == 0 and (D - R) % 2 == 0 and not biased else None
+    return whole_head_rotary.turnable(config, biased)
 
 
 def weights_map(model: nn.Module, processor) -> dict[str, str]:

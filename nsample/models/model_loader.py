@@ -98,19 +98,25 @@ def gguf_path(model: str | None) -> Path | None:
     return None
 
 
+def _kernels_missing(device: torch.device, dtype: torch.dtype) -> str | None:
+    """Why nsample's C++ kernels cannot decode here (what both as_blocks and as_rows need), or None."""
+    from nsample.cpu import kernels
+
+    return ("it needs a CPU" if device.type != "cpu" else
+            "it needs float32 activations" if dtype != torch.float32 else
+            "nsample's C++ kernels are not available here (they need g++ and ninja)" if kernels.ops() is None else None)
+
+
 def as_blocks(model: str | None, device: torch.device, dtype: torch.dtype, quantize: str
               ) -> tuple[Path | None, str | None]:
     """(the GGUF file to load as its blocks (gguf_model.py), None), or (None, why not): not a GGUF, not asked, or
     not possible here. quantize="gguf" insists: where it is not possible it is an error, not a silent float32 model."""
-    from nsample.cpu import kernels
     from nsample.models import gguf_model
 
     path = gguf_path(model) if model != TINY_NAME and quantize in ("auto", "gguf") else None
-    why = ("the model is not a .gguf file" if path is None else "it needs a CPU" if device.type != "cpu" else
-           "it needs float32 activations" if dtype != torch.float32 else
-           "nsample's C++ kernels are not available here (they need g++ and ninja)" if kernels.ops() is None else
-           "this architecture's tensors need transformers' conversion" if not gguf_model.supported(path, cache_dir())
-           else None)
+    why = ("the model is not a .gguf file" if path is None else _kernels_missing(device, dtype) or (
+        "this architecture's tensors need transformers' conversion" if not gguf_model.supported(path, cache_dir())
+        else None))
     if why and quantize == "gguf":
         raise ValueError(f"quantize='gguf' (decode on the GGUF file's blocks) is not possible: {why}")
     return (None, why) if why else (path, None)
@@ -120,7 +126,6 @@ def as_rows(model: str | None, device: torch.device, dtype: torch.dtype, quantiz
     """Whether a hub model or folder loads as its checkpoint's rows in nsample's kernels (checkpoint_rows.py):
     quantize auto, on a CPU with float32 activations where the kernels build, an architecture the fused decode runs,
     and no AMX (auto's int8 there); quantize="rows" insists, as "gguf" does."""
-    from nsample.cpu import kernels
     from nsample.cpu.fused_decode import FAMILIES
     from nsample.cpu.quantize import resolve_quantize
 
@@ -132,10 +137,8 @@ def as_rows(model: str | None, device: torch.device, dtype: torch.dtype, quantiz
     if quantize not in ("auto", "rows") or model == TINY_NAME:
         return False
     why = ("the model is a .gguf file (its blocks load with quantize auto or gguf)" if gguf_path(model) is not None
-           else "it needs a CPU" if device.type != "cpu" else
-           "it needs float32 activations" if dtype != torch.float32 else
-           "nsample's C++ kernels are not available here (they need g++ and ninja)" if kernels.ops() is None else
-           f"the fused decode does not run {arch} models" if (arch := kind()) not in FAMILIES else None)
+           else _kernels_missing(device, dtype) or (
+               f"the fused decode does not run {arch} models" if (arch := kind()) not in FAMILIES else None))
     if why and quantize == "rows":
         raise ValueError(f"quantize='rows' (the checkpoint's rows in nsample's kernels) is not possible: {why}")
     return why is None and (quantize == "rows" or resolve_quantize("auto", device) == "none")
